@@ -1,0 +1,71 @@
+"""Gateway settings, read from ``ROLLTAP_*`` environment variables or a TOML table."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rolltap.errors import ConfigError
+
+__all__ = ["GatewaySettings"]
+
+_ENV_PREFIX = "ROLLTAP_"
+
+
+class GatewaySettings(BaseModel):
+    """How a gateway listens and what it bounds.
+
+    Each field can be set by ``ROLLTAP_<FIELD>`` (e.g. ``ROLLTAP_MULTIPLEX=64``); the
+    admin token comes from ``ROLLTAP_ADMIN_TOKEN`` and is otherwise generated.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+    multiplex: int = Field(default=32, gt=0)
+    admin_token: str | None = Field(default=None, repr=False)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_model_clients: int = Field(default=64, gt=0)
+    idle_grace_s: float = Field(default=30.0, ge=0)
+    public_host: str | None = None
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> GatewaySettings:
+        """Settings from ``ROLLTAP_*`` variables; keyword ``overrides`` that are not None win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = env.get(_ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls._build(values, source="environment")
+
+    @classmethod
+    def from_toml(cls, path: str | Path, table: str = "gateway") -> GatewaySettings:
+        """Settings from the ``[gateway]`` table of a TOML file."""
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        section = data.get(table, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: [{table}] must be a table")
+        return cls._build(section, source=str(path))
+
+    @classmethod
+    def _build(cls, values: Mapping[str, Any], *, source: str) -> GatewaySettings:
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{source}: {field}: {first['msg']}") from exc

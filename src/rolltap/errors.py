@@ -1,0 +1,232 @@
+"""rolltap's exception tree.
+
+Every error rolltap raises derives from :class:`RolltapError` and carries a stable
+``code`` (a machine-readable string that never changes meaning) and the HTTP
+``status`` the gateway answers with. Errors from libraries are translated at the
+boundary (``raise ... from exc``) so callers only ever need to catch these.
+
+>>> try:
+...     raise ModelPoolFullError("pool full", retry_after=1.0)
+... except RolltapError as err:
+...     (err.code, err.status, err.retryable)
+('model_pool_full', 429, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "http_status_of",
+    "AuthenticationError",
+    "BodyTooLargeError",
+    "ConfigError",
+    "GatewayClosedError",
+    "InvalidRequestError",
+    "LimitReachedError",
+    "MalformedJSONError",
+    "ModelPoolClosedError",
+    "ModelPoolFullError",
+    "PoolCloseError",
+    "PoolError",
+    "RolloutClosedError",
+    "RolloutNotFoundError",
+    "RolltapError",
+    "StoreBusyError",
+    "StoreError",
+    "UpstreamConnectionError",
+    "UpstreamError",
+    "UpstreamProtocolError",
+    "UpstreamStatusError",
+    "UpstreamTimeoutError",
+]
+
+
+class RolltapError(Exception):
+    """Root of every rolltap error."""
+
+    code: ClassVar[str] = "rolltap_error"
+    status: ClassVar[int] = 500
+    #: the OpenAI-style ``error.type`` used in error bodies
+    type: ClassVar[str] = "server_error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description, safe to log and persist (never holds credentials)."""
+        out: dict[str, Any] = {"code": self.code, "status": self.status, "message": self.message}
+        if self.retry_after is not None:
+            out["retry_after"] = self.retry_after
+        return out
+
+
+class ConfigError(RolltapError):
+    """A configuration is invalid or incomplete (e.g. a named API-key variable is unset)."""
+
+    code = "invalid_config"
+    status = 400
+    type = "invalid_request_error"
+
+
+class InvalidRequestError(RolltapError):
+    """A request body failed validation; ``field`` names the offending field."""
+
+    code = "invalid_request"
+    status = 400
+    type = "invalid_request_error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+class MalformedJSONError(InvalidRequestError):
+    code = "malformed_json"
+
+
+class BodyTooLargeError(RolltapError):
+    code = "request_too_large"
+    status = 413
+    type = "invalid_request_error"
+
+
+class AuthenticationError(RolltapError):
+    code = "invalid_api_key"
+    status = 401
+    type = "authentication_error"
+
+
+class RolloutNotFoundError(RolltapError):
+    code = "rollout_not_found"
+    status = 404
+    type = "not_found_error"
+
+
+class RolloutClosedError(RolltapError):
+    """The rollout was unregistered or aborted while the call was pending."""
+
+    code = "rollout_closed"
+    status = 409
+    type = "invalid_request_error"
+
+
+class LimitReachedError(RolltapError):
+    """A per-rollout limit (turns, tokens, wall clock) was reached."""
+
+    code = "limit_reached"
+    status = 429
+    type = "invalid_request_error"
+
+
+class GatewayClosedError(RolltapError):
+    code = "gateway_closed"
+    status = 503
+
+
+class UpstreamError(RolltapError):
+    """Root of errors talking to the upstream model endpoint."""
+
+    code = "upstream_error"
+    status = 502
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; the gateway passes that status through."""
+
+    code = "upstream_http_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        upstream_status: int,
+        body: bytes = b"",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.upstream_status = upstream_status
+        self.body = body
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["status"] = self.upstream_status
+        return out
+
+
+class UpstreamTimeoutError(UpstreamError):
+    code = "upstream_timeout"
+    status = 504
+
+
+class UpstreamConnectionError(UpstreamError):
+    code = "upstream_unreachable"
+    status = 502
+
+
+class UpstreamProtocolError(UpstreamError):
+    """The upstream's response was broken: malformed JSON, a dropped stream, bad SSE."""
+
+    code = "upstream_bad_response"
+    status = 502
+
+
+class PoolError(RolltapError):
+    """Root of model-client pool errors."""
+
+    code = "model_pool_error"
+    status = 500
+
+
+class ModelPoolFullError(PoolError):
+    """Every client slot is leased; retry after ``retry_after`` seconds."""
+
+    code = "model_pool_full"
+    status = 429
+    type = "rate_limit_error"
+    retryable = True
+
+
+class ModelPoolClosedError(PoolError):
+    """The pool is closed or stopped admitting new clients after a failed close."""
+
+    code = "model_pool_closed"
+    status = 503
+
+
+class PoolCloseError(PoolError):
+    """Closing the pool did not finish cleanly (leases still held, or a client's close failed)."""
+
+    code = "model_pool_close_failed"
+    status = 500
+
+
+class StoreError(RolltapError):
+    """Root of event-store errors."""
+
+    code = "store_error"
+    status = 500
+
+
+class StoreBusyError(StoreError):
+    """The store's write queue stayed full past the timeout; retry later."""
+
+    code = "store_busy"
+    status = 503
+    retryable = True
+
+
+def http_status_of(err: RolltapError) -> int:
+    """The HTTP status the gateway answers with for ``err``."""
+    if isinstance(err, UpstreamStatusError):
+        return err.upstream_status
+    return err.status
