@@ -17,16 +17,18 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
-    "http_status_of",
     "AuthenticationError",
     "BodyTooLargeError",
     "ConfigError",
     "GatewayClosedError",
+    "HarnessDisconnectedError",
     "InvalidRequestError",
     "LimitReachedError",
     "MalformedJSONError",
+    "MethodNotAllowedError",
     "ModelPoolClosedError",
     "ModelPoolFullError",
+    "NotFoundError",
     "PoolCloseError",
     "PoolError",
     "RolloutClosedError",
@@ -39,6 +41,7 @@ __all__ = [
     "UpstreamProtocolError",
     "UpstreamStatusError",
     "UpstreamTimeoutError",
+    "http_status_of",
 ]
 
 
@@ -112,6 +115,28 @@ class RolloutNotFoundError(RolltapError):
     type = "not_found_error"
 
 
+class NotFoundError(RolltapError):
+    """No such route."""
+
+    code = "not_found"
+    status = 404
+    type = "not_found_error"
+
+
+class MethodNotAllowedError(RolltapError):
+    code = "method_not_allowed"
+    status = 405
+    type = "invalid_request_error"
+
+
+class HarnessDisconnectedError(RolltapError):
+    """The harness went away before its call was delivered (recorded, never sent)."""
+
+    code = "harness_disconnected"
+    status = 499
+    type = "invalid_request_error"
+
+
 class RolloutClosedError(RolltapError):
     """The rollout was unregistered or aborted while the call was pending."""
 
@@ -156,6 +181,8 @@ class UpstreamStatusError(UpstreamError):
         super().__init__(message, retry_after=retry_after)
         self.upstream_status = upstream_status
         self.body = body
+        #: the upstream's own error object, when its body had one
+        self.upstream_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

@@ -1,1 +1,6 @@
-"""rolltap.gateway."""
+"""The interception gateway: servers, rollouts, intercepts, the admin API."""
+
+from rolltap.gateway.gateway import Gateway
+from rolltap.gateway.rollout import Intercept, Rollout
+
+__all__ = ["Gateway", "Intercept", "Rollout"]

@@ -64,9 +64,7 @@ class EventLog:
     _events: list[Event] = field(default_factory=list)
     _low_water: int | None = None
 
-    def append(
-        self, kind: str, payload: Mapping[str, Any], *, ts: float | None = None
-    ) -> Event:
+    def append(self, kind: str, payload: Mapping[str, Any], *, ts: float | None = None) -> Event:
         event = Event(
             seq=len(self._events),
             kind=str(kind),

@@ -1,0 +1,65 @@
+"""``rolltap gateway``: the interception gateway for harnesses started by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from rolltap.cli.common import console, run_async
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.gateway import Gateway
+from rolltap.local import LocalModel
+
+__all__ = ["register"]
+
+
+async def _serve(endpoint: EndpointConfig | None, settings: GatewaySettings) -> None:
+    if endpoint is None:
+        async with LocalModel() as model:
+            console.print(f"local model: {model.base_url}")
+            local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+            await _serve(local, settings)
+        return
+    async with Gateway(endpoint, settings) as gateway:
+        console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
+        if gateway.admin_token_generated:
+            console.print(
+                f"admin token: {gateway.admin_token}  (set ROLLTAP_ADMIN_TOKEN to fix it)"
+            )
+        console.print(
+            f"register a rollout: curl -X POST -H 'Authorization: Bearer <admin token>' "
+            f"{gateway.admin_url}/rollouts"
+        )
+        await asyncio.Event().wait()  # serve until Ctrl-C
+
+
+def gateway(
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Upstream base URL (e.g. http://127.0.0.1:8080/v1); "
+            "omitted: start the built-in local model"
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Name of the env var holding the upstream API key")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="Admin/first server port [0: any]")] = None,
+    multiplex: Annotated[int | None, typer.Option(help="Rollouts per server [32]")] = None,
+) -> None:
+    """Run the interception gateway in front of one upstream endpoint."""
+    settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
+    ep = None
+    if endpoint is not None:
+        if model is None:
+            raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
+        ep = EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
+    run_async(_serve(ep, settings))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gateway")(gateway)

@@ -1,0 +1,182 @@
+"""The relay client: forwards a harness request to the upstream as-is (eval mode).
+
+One :class:`RelayClient` per endpoint identity, owned by the gateway's pool and shared
+by every rollout on it; its aiohttp session keeps warm keepalive connections, bounded
+by the endpoint's ``max_connections``. It never retries: failures surface to the
+harness and the trace. Library errors are translated here, at the boundary.
+
+Responses are only available inside a context manager, so a connection can never be
+leaked by a caller that stops reading::
+
+    async with client.send("/v1/chat/completions", body, headers) as upstream:
+        async for chunk in upstream.iter_chunks():
+            ...
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import aiohttp
+from multidict import CIMultiDict
+
+from rolltap.clients.base import join_url
+from rolltap.config import EndpointConfig
+from rolltap.errors import (
+    UpstreamConnectionError,
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamTimeoutError,
+)
+
+__all__ = ["DROPPED_REQUEST_HEADERS", "RelayClient", "UpstreamResponse"]
+
+#: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth
+DROPPED_REQUEST_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+        "authorization",
+        "x-api-key",
+        "cookie",
+    }
+)
+
+ROLLOUT_HEADER = "X-Rolltap-Rollout"
+
+
+@dataclass(slots=True)
+class UpstreamResponse:
+    """The upstream's answer: status and headers at once, the body read on demand."""
+
+    status: int
+    headers: Mapping[str, str]
+    _response: aiohttp.ClientResponse
+
+    @property
+    def content_type(self) -> str:
+        return self._response.content_type
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise translate_error(exc) from exc
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """Yield body bytes as they arrive (no re-chunking, no buffering)."""
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise translate_error(exc) from exc
+
+
+def translate_error(exc: BaseException) -> UpstreamError:
+    """Map an aiohttp/asyncio error to rolltap's upstream error tree."""
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})")
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
+        return UpstreamConnectionError(f"cannot connect to upstream: {exc.os_error}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return UpstreamProtocolError(f"upstream connection broke: {type(exc).__name__}")
+    return UpstreamProtocolError(f"upstream request failed: {type(exc).__name__}: {exc}")
+
+
+class RelayClient:
+    """Forwards requests to one upstream endpoint with one credential."""
+
+    kind = "relay"
+
+    def __init__(self, endpoint: EndpointConfig, credential: str | None) -> None:
+        self.endpoint = endpoint
+        t = endpoint.timeouts
+        self._timeout = aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read)
+        self._auth = _auth_headers(endpoint, credential)
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    def _client_session(self) -> aiohttp.ClientSession:
+        # Built lazily: aiohttp sessions must be created inside a running event loop.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.endpoint.max_connections,
+                limit_per_host=0,
+                ssl=ssl.create_default_context(),
+                enable_cleanup_closed=False,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    def upstream_headers(
+        self, harness_headers: Mapping[str, str], rollout_id: str
+    ) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict(
+            (k, v) for k, v in harness_headers.items() if k.lower() not in DROPPED_REQUEST_HEADERS
+        )
+        headers.update(self.endpoint.headers)
+        headers.update(self._auth)
+        headers[ROLLOUT_HEADER] = rollout_id
+        headers["Content-Type"] = "application/json"
+        return headers
+
+    @asynccontextmanager
+    async def send(
+        self,
+        path: str,
+        body: bytes,
+        harness_headers: Mapping[str, str],
+        *,
+        rollout_id: str,
+    ) -> AsyncIterator[UpstreamResponse]:
+        """POST ``body`` to the endpoint's ``path``; the response lives inside the block."""
+        if self._closed:
+            raise UpstreamConnectionError("model client is closed")
+        url = join_url(self.endpoint.base_url, path)
+        headers = self.upstream_headers(harness_headers, rollout_id)
+        try:
+            response = await self._client_session().post(url, data=body, headers=headers)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise translate_error(exc) from exc
+        try:
+            yield UpstreamResponse(response.status, response.headers, response)
+        finally:
+            # release() returns a fully read connection to the pool; close() drops a
+            # half-read one so its slot is freed at once (cancellation, errors).
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+def _auth_headers(endpoint: EndpointConfig, credential: str | None) -> dict[str, str]:
+    if credential is None:
+        return {}
+    if endpoint.dialect == "messages":
+        return {"x-api-key": credential, "anthropic-version": "2023-06-01"}
+    return {"Authorization": f"Bearer {credential}"}

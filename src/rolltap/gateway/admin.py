@@ -1,0 +1,103 @@
+"""The admin API, served on the gateway's first server.
+
+``POST /rollouts`` registers a rollout, ``GET /rollouts/{id}/events`` reads its events,
+``DELETE /rollouts/{id}`` unregisters it, ``GET /stats`` and ``GET /metrics`` report.
+Every admin route needs ``Authorization: Bearer <admin token>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from rolltap.errors import AuthenticationError, InvalidRequestError, MalformedJSONError
+from rolltap.gateway.server import GATEWAY, bearer_token, read_body
+from rolltap.gateway.stats import render_metrics
+
+if TYPE_CHECKING:
+    from rolltap.gateway.gateway import Gateway
+
+__all__ = ["add_admin_routes"]
+
+_REGISTER_FIELDS = {"user": str, "api_key": str, "metadata": dict, "endpoint": str}
+_ADMIN_BODY_LIMIT = 1024 * 1024
+
+
+def _gateway(request: web.Request) -> Gateway:
+    gateway = request.app[GATEWAY]
+    presented = bearer_token(request) or ""
+    if not hmac.compare_digest(presented.encode(), gateway.admin_token.encode()):
+        raise AuthenticationError("invalid admin token")
+    return gateway
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+async def _register_args(request: web.Request) -> dict[str, Any]:
+    raw = await read_body(request, _ADMIN_BODY_LIMIT)
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequestError("must be a JSON object", field="body")
+    for name, value in body.items():
+        expected = _REGISTER_FIELDS.get(name)
+        if expected is None:
+            raise InvalidRequestError("unknown field", field=name)
+        if value is not None and not isinstance(value, expected):
+            raise InvalidRequestError(f"must be {expected.__name__}", field=name)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+async def create_rollout(request: web.Request) -> web.Response:
+    gateway = _gateway(request)
+    rollout = await gateway.register(**await _register_args(request))
+    return _json(gateway.describe(rollout), status=201)
+
+
+async def rollout_events(request: web.Request) -> web.Response:
+    rollout = _gateway(request).get(request.match_info["rollout_id"])
+    since = request.query.get("since", "0")
+    if not since.isdigit():
+        raise InvalidRequestError("must be a non-negative integer", field="since")
+    return _json({"events": [e.to_dict() for e in rollout.log.since(int(since))]})
+
+
+async def delete_rollout(request: web.Request) -> web.Response:
+    gateway = _gateway(request)
+    rollout = await gateway.unregister(request.match_info["rollout_id"])
+    return _json({"id": rollout.id, "status": "unregistered", "events": len(rollout.log)})
+
+
+async def list_rollouts(request: web.Request) -> web.Response:
+    gateway = _gateway(request)
+    return _json({"rollouts": [gateway.describe(r, secret=False) for r in gateway.rollouts()]})
+
+
+async def stats(request: web.Request) -> web.Response:
+    return _json(_gateway(request).snapshot())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    gateway = _gateway(request)
+    return web.Response(
+        body=render_metrics(gateway.snapshot),
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
+
+
+def add_admin_routes(app: web.Application) -> None:
+    app.router.add_post("/rollouts", create_rollout)
+    app.router.add_get("/rollouts", list_rollouts)
+    app.router.add_get("/rollouts/{rollout_id}/events", rollout_events)
+    app.router.add_delete("/rollouts/{rollout_id}", delete_rollout)
+    app.router.add_get("/stats", stats)
+    app.router.add_get("/metrics", metrics)

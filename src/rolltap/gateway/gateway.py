@@ -1,0 +1,274 @@
+"""The gateway: one per process. It owns the model-client pool and an elastic set of
+servers, registers rollouts and places each on the least-loaded server.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     endpoint = EndpointConfig(base_url="http://127.0.0.1:8080/v1", model="gemma")
+...     async with Gateway(endpoint) as gateway:
+...         rollout = await gateway.register(user="alice")
+...         # point an OpenAI SDK at gateway.describe(rollout)["openai_base_url"]
+...         await gateway.unregister(rollout.id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rolltap.clients.relay import RelayClient
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import (
+    ConfigError,
+    GatewayClosedError,
+    RolloutClosedError,
+    RolloutNotFoundError,
+    RolltapError,
+)
+from rolltap.gateway.admin import add_admin_routes
+from rolltap.gateway.harness import add_harness_routes
+from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
+from rolltap.gateway.server import GatewayServer
+from rolltap.gateway.stats import GatewayStats
+from rolltap.pool import ModelClientPool
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger("rolltap.gateway")
+
+
+class Gateway:
+    """Owns model clients (through its pool) and the servers rollouts talk to."""
+
+    def __init__(
+        self,
+        endpoints: EndpointConfig | Sequence[EndpointConfig],
+        settings: GatewaySettings | None = None,
+        *,
+        pool: ModelClientPool[RelayClient] | None = None,
+    ) -> None:
+        eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
+        if not eps:
+            raise ConfigError("a gateway needs at least one endpoint")
+        self._endpoints = {ep.name: ep for ep in eps}
+        if len(self._endpoints) != len(eps):
+            raise ConfigError("endpoint names must be unique")
+        self._default_endpoint = eps[0]
+        self.settings = settings or GatewaySettings.from_env()
+        self.admin_token = self.settings.admin_token or secrets.token_urlsafe(24)
+        self.admin_token_generated = self.settings.admin_token is None
+        self._own_pool = pool is None
+        self.pool: ModelClientPool[RelayClient] = pool or ModelClientPool(
+            max_clients=self.settings.max_model_clients
+        )
+        self.stats = GatewayStats()
+        self._servers: list[GatewayServer] = []
+        self._rollouts: dict[str, Rollout] = {}
+        self._place_lock = asyncio.Lock()
+        self._reap_wakeup = asyncio.Event()
+        self._reaper: asyncio.Task[None] | None = None
+        self._state = "new"
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def __aenter__(self) -> Gateway:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        if self._state != "new":
+            raise GatewayClosedError(f"gateway cannot start from state {self._state!r}")
+        self._state = "starting"
+        try:
+            await self._start_server(admin=True, port=self.settings.port)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._reaper = asyncio.get_running_loop().create_task(
+            self._reap_idle_servers(), name="rolltap-gateway-reaper"
+        )
+        self._state = "running"
+
+    async def aclose(self) -> None:
+        """Unregister every rollout, close the servers, then the pool. Idempotent."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        for rollout_id in list(self._rollouts):
+            self._drop(rollout_id, GatewayClosedError("the gateway is shutting down"))
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.wait([self._reaper])
+        for server in self._servers:
+            await server.aclose()
+        self._servers.clear()
+        if self._own_pool:
+            await self.pool.aclose()
+
+    # -- addresses -----------------------------------------------------------------
+
+    @property
+    def admin_url(self) -> str:
+        return self._servers[0].url
+
+    @property
+    def servers(self) -> list[GatewayServer]:
+        return list(self._servers)
+
+    # -- rollouts ------------------------------------------------------------------
+
+    async def register(
+        self,
+        *,
+        user: str | None = None,
+        api_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        endpoint: str | None = None,
+    ) -> Rollout:
+        """Register a rollout: lease its model client and place it on a server.
+
+        ``api_key`` is a per-rollout upstream credential (memory only); without it the
+        endpoint's ``api_key_env`` is read. Raises ``ModelPoolFullError`` (retryable)
+        when every client slot is leased.
+        """
+        if self._state != "running":
+            raise GatewayClosedError("the gateway is not running")
+        ep = self._endpoint(endpoint)
+        credential = api_key if api_key is not None else ep.resolve_credential()
+        rollout_id = new_rollout_id()
+
+        async def build() -> RelayClient:
+            return RelayClient(ep, credential)
+
+        key = ep.identity(credential=credential, user=user)
+        lease = await self.pool.borrow(key, build, holder=rollout_id)
+        try:
+            async with self._place_lock:
+                server = await self._choose_server()
+                rollout = Rollout(
+                    id=rollout_id,
+                    secret=new_secret(),
+                    endpoint=ep,
+                    lease=lease,
+                    server=server,
+                    user=user,
+                    metadata=dict(metadata or {}),
+                )
+                server.place(rollout)
+        except BaseException:
+            lease.release()
+            raise
+        self._rollouts[rollout_id] = rollout
+        self.stats.rollouts_registered += 1
+        return rollout
+
+    def get(self, rollout_id: str) -> Rollout:
+        rollout = self._rollouts.get(rollout_id)
+        if rollout is None:
+            raise RolloutNotFoundError(f"no rollout {rollout_id!r}")
+        return rollout
+
+    def rollouts(self) -> list[Rollout]:
+        return list(self._rollouts.values())
+
+    async def unregister(self, rollout_id: str) -> Rollout:
+        """End a rollout: undelivered calls get ``rollout_closed`` at once; returns it."""
+        return self._drop(rollout_id, RolloutClosedError("the rollout was unregistered"))
+
+    async def abort(self, rollout_id: str) -> Rollout:
+        """Cancel a rollout's in-flight calls and end it; the shared client stays open."""
+        return self._drop(rollout_id, RolloutClosedError("the rollout was aborted"))
+
+    def _drop(self, rollout_id: str, error: RolltapError) -> Rollout:
+        rollout = self.get(rollout_id)
+        del self._rollouts[rollout_id]
+        rollout.server.remove(rollout_id)
+        rollout.close(error)
+        self._reap_wakeup.set()
+        return rollout
+
+    def describe(self, rollout: Rollout, *, secret: bool = True) -> dict[str, Any]:
+        """The registration answer: id, secret and the base URLs for each SDK."""
+        base = f"{rollout.server.url}/r/{rollout.id}"
+        out: dict[str, Any] = {
+            "id": rollout.id,
+            "base_url": base + "/v1",
+            "openai_base_url": base + "/v1",
+            "anthropic_base_url": base,
+            "user": rollout.user,
+            "metadata": rollout.metadata,
+        }
+        if secret:
+            out["api_key"] = rollout.secret
+        else:
+            out["events"] = len(rollout.log)
+            out["intercepts"] = len(rollout.intercepts)
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "servers": len(self._servers),
+            "rollouts": len(self._rollouts),
+            "intercepts": sum(len(r.intercepts) for r in self._rollouts.values()),
+            "server_loads": [{"url": s.url, "rollouts": s.load} for s in self._servers],
+            "pool": self.pool.snapshot().as_dict(),
+            "totals": self.stats.as_dict(),
+        }
+
+    # -- servers -------------------------------------------------------------------
+
+    def _endpoint(self, name: str | None) -> EndpointConfig:
+        if name is None:
+            return self._default_endpoint
+        try:
+            return self._endpoints[name]
+        except KeyError:
+            raise ConfigError(f"unknown endpoint {name!r}") from None
+
+    async def _choose_server(self) -> GatewayServer:
+        """Least-loaded server with room, else a new one. Called under the place lock."""
+        limit = self.settings.multiplex
+        open_servers = [s for s in self._servers if s.load < limit]
+        if open_servers:
+            return min(open_servers, key=lambda s: s.load)
+        return await self._start_server(admin=False, port=0)
+
+    async def _start_server(self, *, admin: bool, port: int) -> GatewayServer:
+        server = GatewayServer(self, admin=admin, max_body_bytes=self.settings.max_body_bytes)
+        add_harness_routes(server.app)
+        if admin:
+            add_admin_routes(server.app)
+        try:
+            await server.start(self.settings.host, port, self.settings.public_host)
+        except OSError as exc:
+            await server.aclose()
+            raise ConfigError(f"cannot listen on {self.settings.host}:{port}: {exc}") from exc
+        self._servers.append(server)
+        log.debug("gateway server %d listening on %s", len(self._servers), server.url)
+        return server
+
+    async def _reap_idle_servers(self) -> None:
+        """Close servers beyond the first once they have been empty for the grace period."""
+        grace = self.settings.idle_grace_s
+        while True:
+            deadlines = [
+                s.idle_since + grace for s in self._servers[1:] if s.idle_since is not None
+            ]
+            delay = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            try:
+                async with asyncio.timeout(delay):
+                    await self._reap_wakeup.wait()
+            except TimeoutError:
+                pass
+            self._reap_wakeup.clear()
+            async with self._place_lock:
+                now = time.monotonic()
+                for server in self._servers[1:]:
+                    if server.idle_since is not None and now - server.idle_since >= grace:
+                        self._servers.remove(server)
+                        await server.aclose()

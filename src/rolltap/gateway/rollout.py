@@ -1,0 +1,119 @@
+"""A rollout registered on the gateway, and the intercepts of its in-flight calls."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rolltap.clients.relay import RelayClient
+from rolltap.config import EndpointConfig
+from rolltap.errors import RolloutClosedError, RolltapError
+from rolltap.gateway.conversation import ConversationIndex
+from rolltap.pool import Lease
+from rolltap.store.events import EventLog
+
+if TYPE_CHECKING:
+    from rolltap.gateway.server import GatewayServer
+
+__all__ = ["Intercept", "Rollout", "new_rollout_id", "new_secret"]
+
+
+def new_rollout_id() -> str:
+    return "ro_" + secrets.token_hex(8)
+
+
+def new_secret() -> str:
+    return "rt-" + secrets.token_urlsafe(24)
+
+
+@dataclass(eq=False, slots=True)
+class Intercept:
+    """One in-flight model call: held until delivered, then discarded.
+
+    The gateway cancels an intercept's handler task to unblock it (unregister, abort);
+    ``abort_error`` tells the handler the cancellation was the gateway's, so it answers
+    the harness with that error instead of dropping the connection.
+    """
+
+    id: str
+    task: asyncio.Task[Any] | None
+    started: float = field(default_factory=time.perf_counter)
+    abort_error: RolltapError | None = None
+    discarded: bool = False
+
+    def cancel(self, error: RolltapError) -> None:
+        if self.abort_error is None:
+            self.abort_error = error
+            if self.task is not None:
+                self.task.cancel()
+
+    def claim_cancellation(self) -> RolltapError | None:
+        """Called on CancelledError: our abort error if the gateway cancelled, else None."""
+        if self.abort_error is None or self.task is None:
+            return None
+        # Consume exactly the cancellation we requested, as asyncio.timeout() does.
+        if self.task.uncancel() > 0:
+            return None
+        return self.abort_error
+
+
+@dataclass(eq=False, slots=True)
+class Rollout:
+    """A registered rollout. The gateway owns it; the harness knows its id and secret."""
+
+    id: str
+    secret: str
+    endpoint: EndpointConfig
+    lease: Lease[RelayClient]
+    server: GatewayServer
+    user: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    log: EventLog = field(default_factory=EventLog)
+    conversations: ConversationIndex = field(default_factory=ConversationIndex)
+    intercepts: dict[str, Intercept] = field(default_factory=dict)
+    closed: RolltapError | None = None
+    created: float = field(default_factory=time.time)
+    _inflight: int = 0
+    _next_call: int = 0
+
+    @property
+    def client(self) -> RelayClient:
+        return self.lease.client
+
+    def check_secret(self, presented: str) -> bool:
+        return hmac.compare_digest(presented.encode(), self.secret.encode())
+
+    def open_intercept(self) -> Intercept:
+        if self.closed is not None:
+            raise RolloutClosedError(f"rollout {self.id} is closed: {self.closed.message}")
+        self._next_call += 1
+        intercept = Intercept(f"{self.id}.{self._next_call}", asyncio.current_task())
+        self.intercepts[intercept.id] = intercept
+        self._inflight += 1
+        return intercept
+
+    def discard(self, intercept: Intercept) -> None:
+        """Drop a delivered (or failed) intercept; idempotent per intercept."""
+        if intercept.discarded:
+            return
+        intercept.discarded = True
+        self.intercepts.pop(intercept.id, None)
+        self._inflight -= 1
+        if self.closed is not None and self._inflight == 0:
+            self.lease.release()
+
+    def close(self, error: RolltapError) -> None:
+        """Unblock and drop every undelivered intercept; the lease returns once they unwind."""
+        if self.closed is not None:
+            return
+        self.closed = error
+        pending = list(self.intercepts.values())
+        self.intercepts.clear()
+        for intercept in pending:
+            intercept.cancel(error)
+        if self._inflight == 0:
+            self.lease.release()

@@ -1,0 +1,134 @@
+"""One HTTP listener of the gateway, carrying at most ``multiplex`` rollouts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from rolltap.errors import (
+    AuthenticationError,
+    BodyTooLargeError,
+    MethodNotAllowedError,
+    NotFoundError,
+    RolloutNotFoundError,
+    RolltapError,
+)
+from rolltap.gateway.chat import error_response
+from rolltap.gateway.rollout import Rollout
+
+if TYPE_CHECKING:
+    from rolltap.gateway.gateway import Gateway
+
+__all__ = ["GATEWAY", "SERVER", "GatewayServer", "bearer_token", "read_body"]
+
+GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway")
+SERVER: web.AppKey[GatewayServer] = web.AppKey("server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves the gateway as an OpenAI-shaped body with rolltap's code."""
+    try:
+        return await handler(request)
+    except RolltapError as err:
+        return error_response(err)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(_translate_http(exc))
+
+
+def _translate_http(exc: web.HTTPException) -> RolltapError:
+    if exc.status == 404:
+        return NotFoundError("no such route")
+    if exc.status == 405:
+        return MethodNotAllowedError(f"method not allowed: {exc.reason}")
+    if exc.status == 413:
+        return BodyTooLargeError("request body is over the limit")
+    return RolltapError(f"HTTP {exc.status}: {exc.reason}")
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+def bearer_token(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization")
+    if auth is not None and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > limit:
+        raise BodyTooLargeError(f"request body of {length} bytes is over the {limit}-byte limit")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise BodyTooLargeError(f"request body is over the {limit}-byte limit") from exc
+
+
+class GatewayServer:
+    """An aiohttp listener; the gateway places rollouts on it and closes it when idle."""
+
+    def __init__(self, gateway: Gateway, *, admin: bool, max_body_bytes: int) -> None:
+        self.admin = admin
+        self.rollouts: dict[str, Rollout] = {}
+        self.idle_since: float | None = time.monotonic()
+        self.url = ""
+        app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
+        app[GATEWAY] = gateway
+        app[SERVER] = self
+        app.router.add_get("/health", _health)
+        self.app = app
+        # handler_cancellation: a harness that disconnects cancels its handler, and with
+        # it the upstream request, at once.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._started = False
+        self._closed = False
+
+    @property
+    def load(self) -> int:
+        return len(self.rollouts)
+
+    def authenticate(self, request: web.Request) -> Rollout:
+        rollout_id = request.match_info["rollout_id"]
+        rollout = self.rollouts.get(rollout_id)
+        if rollout is None:
+            raise RolloutNotFoundError(f"no rollout {rollout_id!r} on this server")
+        presented = bearer_token(request)
+        if presented is None or not rollout.check_secret(presented):
+            raise AuthenticationError("invalid rollout secret")
+        return rollout
+
+    def place(self, rollout: Rollout) -> None:
+        self.rollouts[rollout.id] = rollout
+        self.idle_since = None
+
+    def remove(self, rollout_id: str) -> None:
+        if self.rollouts.pop(rollout_id, None) is not None and not self.rollouts:
+            self.idle_since = time.monotonic()
+
+    async def start(self, host: str, port: int, public_host: str | None) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, shutdown_timeout=5.0)
+        await site.start()
+        self._started = True
+        bound_port = self._runner.addresses[0][1]
+        shown = public_host or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
+        if ":" in shown:
+            shown = f"[{shown}]"
+        self.url = f"http://{shown}:{bound_port}"
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            await self._runner.cleanup()
