@@ -89,7 +89,9 @@ class GatewayServer:
         self.app = app
         # handler_cancellation: a harness that disconnects cancels its handler, and with
         # it the upstream request, at once.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=5.0
+        )
         self._started = False
         self._closed = False
 
@@ -117,7 +119,7 @@ class GatewayServer:
 
     async def start(self, host: str, port: int, public_host: str | None) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, shutdown_timeout=5.0)
+        site = web.TCPSite(self._runner, host, port)
         await site.start()
         self._started = True
         bound_port = self._runner.addresses[0][1]

@@ -169,4 +169,7 @@ class ModelClientPool(PoolCore[C]):
                 f"model client pool not closed after {timeout}s: {len(self._leases)} lease(s)"
                 f" still held by {', '.join(holders)}"
             )
-        return f"model client pool not closed after {timeout}s: {len(self._closing)} closing"
+        return (
+            f"model client pool not closed after {timeout}s: {self._constructing} building,"
+            f" {len(self._closing)} closing"
+        )

@@ -17,8 +17,7 @@ from rolltap.sim.config import SimConfig
 
 __all__ = ["WORDS", "Answer", "BadRequest", "answer_for"]
 
-WORDS: tuple[str, ...] = tuple(
-    """
+_WORD_TEXT = """
     the of and to in is that for it as was with be by on not he this are or his from at
     which but have an they you were her she there been one all we their has would when if
     so no will more can out other into than then some could them only time these two may
@@ -29,8 +28,8 @@ WORDS: tuple[str, ...] = tuple(
     finger flower guitar hammer island jacket kitten ladder lemon magnet needle pepper
     pillow rocket saddle tunnel violin wallet yellow zebra anchor beacon canyon harbor
     meadow prism quartz ribbon saturn timber velvet walnut glacier lantern marble
-    """.split()
-)
+"""
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
 
 
 class BadRequest(ValueError):

@@ -1,0 +1,99 @@
+"""``rolltap sim``: run the simulated OpenAI-compatible upstream until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from rolltap.errors import ConfigError
+from rolltap.sim import SimConfig, Simulator, parse_fault
+
+__all__ = ["register", "run_sim"]
+
+_HELP = """Run the simulated OpenAI chat-completions server (for load and fault tests).
+
+It answers POST /v1/chat/completions (stream and not, tools, logprobs), GET /v1/models
+and GET /health, deterministically for a seed, and prints its base URL on start.
+
+Faults: --fault KIND\\[=ARG]\\[@PROB], repeatable; PROB in (0, 1], default 1, drawn from a
+RNG seeded by --seed. Kinds:
+
+* status=CODE: answer HTTP CODE (400-599) with an OpenAI error body (429/503 add Retry-After)
+
+* stall=SECONDS: wait before sending the response headers
+
+* stall-mid=SECONDS: stream: wait after the first chunk
+
+* drop=N: stream: close the connection after N chunks (non-stream: after the headers)
+
+* malformed: a body (or, streaming, an event after the first chunk) that is not JSON
+
+* reset: reset the TCP connection before any response
+
+Examples: --fault status=429@0.1 --fault stall=30@0.01 --fault drop=3@0.05 --fault reset@0.01
+
+Per request, header x-sim-fault: SPEC injects one fault and overrides --fault.
+"""
+
+
+async def run_sim(
+    config: SimConfig,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[Simulator], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve ``config`` on ``host:port`` until ``stop`` is set (or the task is cancelled)."""
+    async with Simulator(config, host=host, port=port) as sim:
+        if on_ready is not None:
+            on_ready(sim)
+        await (stop or asyncio.Event()).wait()
+
+
+def _print_ready(sim: Simulator) -> None:
+    typer.echo(f"rolltap sim serving {sim.base_url}  (Ctrl-C to stop)")
+
+
+def sim(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="Port to bind (0 picks a free one).", min=0, max=65535)
+    ] = 8000,
+    seed: Annotated[int, typer.Option(help="Seed for answers and fault draws.")] = 0,
+    ttft_ms: Annotated[float, typer.Option(help="Delay before the first byte, ms.", min=0)] = 0.0,
+    tokens_per_s: Annotated[float, typer.Option(help="Token pace; 0 = unlimited.", min=0)] = 0.0,
+    completion_tokens: Annotated[
+        int, typer.Option(help="Completion length in tokens (max_tokens caps it).", min=0)
+    ] = 16,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(help="Inject a fault, KIND\\[=ARG]\\[@PROB]; repeatable (see above)."),
+    ] = None,
+    model: Annotated[str, typer.Option(help="Model name listed by /v1/models.")] = "sim-model",
+) -> None:
+    """Run the simulator in the foreground."""
+    try:
+        faults = tuple(parse_fault(spec) for spec in fault or ())
+    except ConfigError as exc:
+        raise typer.BadParameter(exc.message, param_hint="--fault") from None
+    config = SimConfig(
+        seed=seed,
+        ttft_ms=ttft_ms,
+        tokens_per_s=tokens_per_s,
+        completion_tokens=completion_tokens,
+        faults=faults,
+        model=model,
+    )
+    try:
+        asyncio.run(run_sim(config, host, port, on_ready=_print_ready))
+    except KeyboardInterrupt:
+        typer.echo("rolltap sim stopped")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sim`` command to ``app``."""
+    app.command("sim", help=_HELP)(sim)

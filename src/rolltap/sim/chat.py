@@ -1,0 +1,284 @@
+"""``POST /v1/chat/completions``: answers, pacing, gates and injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import web
+
+from rolltap.errors import ConfigError
+from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
+from rolltap.sim.content import BadRequest, answer_for
+from rolltap.sim.render import MALFORMED_BODY, MALFORMED_EVENT, Plan, holes_for, plan_for
+from rolltap.sim.stats import Gate, StatsBoard
+
+__all__ = ["ChatHandler", "error_response"]
+
+_CACHE_LIMIT = 4096
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def error_response(status: int, message: str, code: str, headers: dict[str, str]) -> web.Response:
+    """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
+    out = dict(headers)
+    if status in (429, 503):
+        out["Retry-After"] = "1"
+    return web.Response(status=status, body=body, content_type="application/json", headers=out)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One request in flight."""
+
+    request: web.BaseRequest
+    number: int
+    headers: dict[str, str]
+    plan: Plan
+    fault: FaultSpec | None
+    gate: Gate | None
+    response: web.StreamResponse | None = None
+    #: set when the simulator itself cut the connection (drop/reset), not the client
+    cut: bool = False
+
+
+class _Refused(Exception):
+    """The request was answered with an error before any work (bad JSON, bad fault)."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+class ChatHandler:
+    """Serves chat completions for one :class:`~rolltap.sim.Simulator`."""
+
+    def __init__(self, config: SimConfig, board: StatsBoard, gate: Callable[[str], Gate]) -> None:
+        self._config = config
+        self._board = board
+        self._gate = gate
+        self._rng = random.Random(config.seed)
+        # Answers depend only on the body bytes, so repeated bodies skip all generation.
+        self._plans: dict[bytes, Plan] = {}
+        #: set while the simulator shuts down: cancellations then are not client disconnects
+        self.closing = False
+
+    async def handle(
+        self, request: web.BaseRequest, number: int, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        """Count, answer, and classify how the request ended."""
+        stats = self._board.stats
+        stats.requests += 1
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        stats.last_request_headers = {k.lower(): v for k, v in request.headers.items()}
+        transport = request.transport
+        self._board.saw_peer(transport.get_extra_info("peername") if transport else None)
+        call: _Call | None = None
+        try:
+            call = await self._admit(request, number, headers)
+            await self._serve(call)
+            if not call.cut:
+                stats.completed += 1
+            # After a cut aiohttp's attempt to finish this response fails quietly.
+            return call.response or web.Response(status=500)
+        except _Refused as refused:
+            await refused.response.prepare(request)
+            await refused.response.write_eof()
+            stats.completed += 1
+            return refused.response
+        except asyncio.CancelledError:
+            self._count_disconnect(call)
+            raise
+        except ConnectionError:
+            # aiohttp finishes the response and quietly drops it on the dead connection.
+            self._count_disconnect(call)
+            return call.response if call and call.response else web.Response()
+        finally:
+            stats.in_flight -= 1
+            await self._board.changed()
+
+    def _count_disconnect(self, call: _Call | None) -> None:
+        if not self.closing and not (call and call.cut):
+            self._board.stats.disconnected += 1
+
+    async def _admit(self, request: web.BaseRequest, number: int, headers: dict[str, str]) -> _Call:
+        raw = await request.content.read()  # no client_max_size: agent histories get large
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            self._board.stats.last_request_body = None
+            raise _Refused(
+                error_response(400, f"malformed JSON: {exc}", "malformed_json", headers)
+            ) from None
+        self._board.stats.last_request_body = body
+        await self._board.changed()
+        if not isinstance(body, dict):
+            raise _Refused(
+                error_response(400, "body must be a JSON object", "invalid_request", headers)
+            )
+        plan = self._plan(raw, body, headers)
+        fault = self._pick_fault(request.headers.get("x-sim-fault"), headers)
+        gate_name = request.headers.get("x-sim-gate")
+        gate = self._gate(gate_name) if gate_name else None
+        return _Call(request, number, headers, plan, fault, gate)
+
+    def _plan(self, raw: bytes, body: dict[str, object], headers: dict[str, str]) -> Plan:
+        plan = self._plans.get(raw)
+        if plan is None:
+            try:
+                plan = plan_for(answer_for(body, self._config))
+            except BadRequest as exc:
+                raise _Refused(error_response(400, str(exc), "invalid_request", headers)) from None
+            if len(self._plans) >= _CACHE_LIMIT:
+                self._plans.clear()
+            self._plans[raw] = plan
+        return plan
+
+    def _pick_fault(self, header: str | None, headers: dict[str, str]) -> FaultSpec | None:
+        if header is not None:
+            try:
+                candidates: tuple[FaultSpec, ...] = (parse_fault(header),)
+            except ConfigError as exc:
+                raise _Refused(error_response(400, exc.message, "invalid_fault", headers)) from None
+        else:
+            candidates = self._config.faults
+        for fault in candidates:
+            # Draw only for partial probabilities so the sequence depends on the seed alone.
+            if fault.prob >= 1.0 or self._rng.random() < fault.prob:
+                counts = self._board.stats.faults
+                counts[fault.kind] = counts.get(fault.kind, 0) + 1
+                return fault
+        return None
+
+    async def _serve(self, call: _Call) -> None:
+        fault = call.fault
+        kind = fault.kind if fault else None
+        if fault is not None and fault.kind == "status":
+            status = int(fault.arg or 500)
+            call.response = error_response(
+                status, f"simulated fault: HTTP {status}", "sim_fault", call.headers
+            )
+            await self._finish(call)
+            return
+        if kind == "reset":
+            _reset(call)
+            return
+        if fault is not None and kind == "stall":
+            await asyncio.sleep(fault.arg or 0.0)
+        if self._config.ttft_ms > 0:
+            await asyncio.sleep(self._config.ttft_ms / 1000.0)
+        if call.plan.answer.stream:
+            await self._stream(call)
+        else:
+            await self._respond(call)
+
+    async def _finish(self, call: _Call) -> None:
+        # Written here, not by aiohttp after return, so `completed` means fully sent.
+        assert call.response is not None
+        await call.response.prepare(call.request)
+        await call.response.write_eof()
+
+    async def _respond(self, call: _Call) -> None:
+        fault, plan = call.fault, call.plan
+        if call.gate is not None:
+            await call.gate.hold()
+        if fault is not None and fault.kind == "stall-mid":
+            await asyncio.sleep(fault.arg or 0.0)
+        if self._config.tokens_per_s > 0:
+            await asyncio.sleep(len(plan.answer.tokens) / self._config.tokens_per_s)
+        if fault is not None and fault.kind == "drop":
+            await self._drop_after_headers(call)
+            return
+        if fault is not None and fault.kind == "malformed":
+            body = MALFORMED_BODY
+        else:
+            body = plan.body.render(holes_for(call.number, int(time.time())))
+        call.response = web.Response(
+            body=body, content_type="application/json", headers=call.headers
+        )
+        await self._finish(call)
+
+    async def _drop_after_headers(self, call: _Call) -> None:
+        body = call.plan.body.render(holes_for(call.number, int(time.time())))
+        response = web.StreamResponse(headers=call.headers)
+        response.content_type = "application/json"
+        response.content_length = len(body)
+        call.response = response
+        await response.prepare(call.request)
+        _cut(call)
+
+    async def _stream(self, call: _Call) -> None:
+        response = web.StreamResponse(headers={**call.headers, **_SSE_HEADERS})
+        call.response = response
+        await response.prepare(call.request)
+        holes = holes_for(call.number, int(time.time()))
+        if call.fault is None and call.gate is None and self._config.tokens_per_s <= 0:
+            await response.write(call.plan.joined.render(holes))  # fast path: one write
+        elif not await self._stream_events(call, response, holes):
+            return
+        await response.write_eof()
+
+    async def _stream_events(
+        self, call: _Call, response: web.StreamResponse, holes: dict[bytes, bytes]
+    ) -> bool:
+        """Write the events one by one; ``False`` when a fault ended the stream early."""
+        fault, plan = call.fault, call.plan
+        kind = fault.kind if fault else None
+        loop = asyncio.get_running_loop()
+        interval = 1.0 / self._config.tokens_per_s if self._config.tokens_per_s > 0 else 0.0
+        start = loop.time()
+        for i, event in enumerate(plan.events):
+            if kind == "drop" and fault is not None and i >= (fault.arg or 0):
+                _cut(call)
+                return False
+            if interval and 0 < i < plan.token_events:
+                await asyncio.sleep(max(0.0, start + i * interval - loop.time()))
+            await response.write(event.render(holes))
+            if i == 0:
+                if kind == "malformed":
+                    await response.write(MALFORMED_EVENT)
+                    await response.write_eof()
+                    return False
+                if call.gate is not None:
+                    await call.gate.hold()
+                if fault is not None and kind == "stall-mid":
+                    await asyncio.sleep(fault.arg or 0.0)
+                start = loop.time()  # pacing restarts after any hold
+        return True
+
+
+def _cut(call: _Call) -> None:
+    """Close the connection mid-response (buffered bytes are flushed first)."""
+    call.cut = True
+    transport = call.request.transport
+    if transport is not None:
+        transport.close()
+
+
+def _reset(call: _Call) -> None:
+    """Abort the connection with a TCP RST before any response."""
+    call.cut = True
+    transport = call.request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()

@@ -1,0 +1,165 @@
+"""The :class:`Simulator`: an aiohttp low-level server speaking OpenAI chat completions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+from collections.abc import Callable
+from types import TracebackType
+
+import orjson
+from aiohttp import web
+
+from rolltap.sim.chat import ChatHandler, error_response
+from rolltap.sim.config import SimConfig
+from rolltap.sim.stats import Gate, SimStats, StatsBoard
+
+__all__ = ["Simulator"]
+
+# Held or stalled requests are cancelled this long after aclose() starts.
+_SHUTDOWN_TIMEOUT = 0.25
+_DIGEST_CACHE_LIMIT = 1024
+_HEALTH = b'{"status":"ok"}'
+
+
+class Simulator:
+    """A simulated OpenAI-compatible model server on a local port.
+
+    >>> async def demo() -> None:  # doctest: +SKIP
+    ...     async with Simulator(SimConfig(seed=1)) as sim:
+    ...         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+    """
+
+    def __init__(
+        self, config: SimConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.config = config or SimConfig()
+        self._host = host
+        self._port = port
+        self._board = StatsBoard()
+        self._gates: dict[str, Gate] = {}
+        self._chat = ChatHandler(self.config, self._board, self.gate)
+        self._numbers = itertools.count(1)
+        self._digests: dict[str | None, str] = {}
+        self._models = orjson.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.config.model,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "rolltap",
+                    }
+                ],
+            }
+        )
+        self._runner: web.ServerRunner | None = None
+        self._url: str | None = None
+
+    async def start(self) -> None:
+        """Bind and start serving (``async with`` calls this)."""
+        if self._runner is not None:
+            raise RuntimeError("simulator already started")
+        # handler_cancellation: a client that goes away cancels its handler, even when the
+        # handler is held at a gate or stalled, so `disconnected` is counted promptly.
+        server = web.Server(self._handle, handler_cancellation=True, access_log=None)
+        runner = web.ServerRunner(server, shutdown_timeout=_SHUTDOWN_TIMEOUT)
+        await runner.setup()
+        self._runner = runner
+        site = web.TCPSite(runner, self._host, self._port)
+        try:
+            await site.start()
+        except BaseException:
+            await self.aclose()
+            raise
+        port = runner.addresses[0][1]
+        host = "127.0.0.1" if self._host in ("", "0.0.0.0") else self._host
+        host = f"[{host}]" if ":" in host else host
+        self._url = f"http://{host}:{port}"
+
+    async def aclose(self) -> None:
+        """Stop serving; requests still running are cancelled shortly. Idempotent."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self._chat.closing = True
+        await runner.cleanup()
+
+    async def __aenter__(self) -> Simulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the running server."""
+        if self._url is None:
+            raise RuntimeError("simulator not started")
+        return self._url
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL: :attr:`url` + ``/v1``."""
+        return self.url + "/v1"
+
+    @property
+    def stats(self) -> SimStats:
+        """Live counters (the same object across calls)."""
+        return self._board.stats
+
+    def gate(self, name: str) -> Gate:
+        """The gate called ``name``, created on first use (by a test or a request)."""
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = Gate(name)
+        return gate
+
+    async def wait_for(
+        self,
+        predicate: Callable[[SimStats], bool],
+        timeout: float = 10.0,  # noqa: ASYNC109 -- the public API takes a plain timeout
+    ) -> SimStats:
+        """Wait until ``predicate(stats)`` is true, re-checking on every stats change.
+
+        Raises :class:`TimeoutError` after ``timeout`` seconds.
+        """
+        async with asyncio.timeout(timeout):
+            return await self._board.wait_for(predicate)
+
+    def _auth_digest(self, request: web.BaseRequest) -> str:
+        value = request.headers.get("Authorization")
+        if value is None:
+            value = request.headers.get("x-api-key")
+        digest = self._digests.get(value)
+        if digest is None:
+            digest = "none" if value is None else hashlib.sha256(value.encode()).hexdigest()[:16]
+            if len(self._digests) >= _DIGEST_CACHE_LIMIT:
+                self._digests.clear()
+            self._digests[value] = digest
+        return digest
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        number = next(self._numbers)
+        headers = {
+            "x-sim-auth-digest": self._auth_digest(request),
+            "x-sim-request-id": f"sim-{number}",
+        }
+        path, method = request.path, request.method
+        if path == "/v1/chat/completions":
+            if method != "POST":
+                return error_response(405, "use POST", "method_not_allowed", headers)
+            return await self._chat.handle(request, number, headers)
+        if path == "/v1/models" and method == "GET":
+            return web.Response(body=self._models, content_type="application/json", headers=headers)
+        if path == "/health" and method == "GET":
+            return web.Response(body=_HEALTH, content_type="application/json", headers=headers)
+        return error_response(404, f"no route {method} {path}", "not_found", headers)

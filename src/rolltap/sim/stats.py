@@ -1,0 +1,106 @@
+"""Observable simulator state: counters, gates, and waiting on changes without polling."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Gate", "SimStats", "StatsBoard"]
+
+
+@dataclass
+class SimStats:
+    """Live counters of a :class:`~rolltap.sim.Simulator` (chat-completions requests only).
+
+    ``completed`` counts responses written in full (error statuses included);
+    ``disconnected`` counts requests whose client went away before that; a ``drop`` or
+    ``reset`` fault is counted in ``faults`` only.
+    """
+
+    requests: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    completed: int = 0
+    disconnected: int = 0
+    #: injected faults by kind (``"status"``, ``"drop"``, …)
+    faults: dict[str, int] = field(default_factory=dict)
+    #: distinct client TCP connections seen (by peer address)
+    connections: int = 0
+    #: the parsed JSON body of the latest request
+    last_request_body: Any = None
+    #: the latest request's headers, names in lower case
+    last_request_headers: dict[str, str] = field(default_factory=dict)
+
+
+class Gate:
+    """A named barrier: requests sent with ``x-sim-gate: NAME`` wait here until opened.
+
+    A streamed request waits after its first chunk, a non-stream one before responding.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._reached = asyncio.Event()
+        self._opened = asyncio.Event()
+        self._held = 0
+
+    @property
+    def held(self) -> int:
+        """How many requests are waiting at the gate now."""
+        return self._held
+
+    @property
+    def is_open(self) -> bool:
+        """Whether :meth:`open` was called."""
+        return self._opened.is_set()
+
+    async def wait_reached(self) -> None:
+        """Return once a request has been held at this gate (immediately if one already was)."""
+        await self._reached.wait()
+
+    def open(self) -> None:
+        """Release every current holder; later arrivals pass straight through."""
+        self._opened.set()
+
+    async def hold(self) -> None:
+        """Wait at the gate until it is opened (the server calls this for a request)."""
+        self._held += 1
+        self._reached.set()
+        try:
+            await self._opened.wait()
+        finally:
+            self._held -= 1
+
+
+class StatsBoard:
+    """Owns the :class:`SimStats` and wakes :meth:`wait_for` callers on every change."""
+
+    def __init__(self) -> None:
+        self.stats = SimStats()
+        self._cond = asyncio.Condition()
+        self._watchers = 0
+        self._peers: set[Any] = set()
+
+    def saw_peer(self, peer: Any) -> None:
+        """Record a client connection's peer address."""
+        if peer is not None and peer not in self._peers:
+            self._peers.add(peer)
+            self.stats.connections = len(self._peers)
+
+    async def changed(self) -> None:
+        """Wake the waiters, if any (the hot path pays one comparison when none)."""
+        if self._watchers:
+            async with self._cond:
+                self._cond.notify_all()
+
+    async def wait_for(self, predicate: Callable[[SimStats], bool]) -> SimStats:
+        """Wait until ``predicate(stats)`` holds (callers bound it with a timeout)."""
+        self._watchers += 1
+        try:
+            async with self._cond:
+                await self._cond.wait_for(lambda: predicate(self.stats))
+        finally:
+            self._watchers -= 1
+        return self.stats

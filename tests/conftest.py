@@ -1,0 +1,63 @@
+"""Shared fixtures: a simulated upstream, a gateway in front of it, SDK clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
+from rolltap.gateway import Gateway
+from rolltap.sim import SimConfig, Simulator
+
+from helpers import ADMIN_TOKEN
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Simulator]:
+    async with Simulator(SimConfig(seed=7)) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+async def make_gateway(sim: Simulator) -> AsyncIterator[GatewayFactory]:
+    """Build gateways in front of ``sim``; all are closed at teardown."""
+    gateways: list[Gateway] = []
+
+    async def factory(
+        *,
+        timeouts: Timeouts | None = None,
+        max_connections: int = 256,
+        **settings: Any,
+    ) -> Gateway:
+        endpoint = EndpointConfig(
+            base_url=sim.base_url,
+            model="sim-model",
+            timeouts=timeouts or Timeouts(),
+            max_connections=max_connections,
+        )
+        config = GatewaySettings(admin_token=ADMIN_TOKEN, **settings)
+        gateway = Gateway(endpoint, config)
+        await gateway.start()
+        gateways.append(gateway)
+        return gateway
+
+    yield factory
+    for gateway in gateways:
+        await gateway.aclose()
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session

@@ -1,0 +1,171 @@
+"""Incremental relay, disconnects, unregister and abort: synchronised on events, never on time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import openai
+import pytest
+
+from helpers import ADMIN_HEADERS, events, openai_client, register
+from rolltap.gateway import Gateway
+from rolltap.sim import Simulator
+
+
+async def test_stream_is_relayed_chunk_by_chunk(
+    gateway: Gateway, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    """The simulator holds its stream after the first chunk; the harness must already
+    have that chunk through the gateway before the test opens the gate."""
+    gate = sim.gate("first")
+    rollout = await register(http, gateway)
+    async with openai_client(rollout, default_headers={"x-sim-gate": "first"}) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        async with stream:
+            first = await anext(aiter(stream))
+            await gate.wait_reached()  # the upstream is still holding the rest
+            assert first.choices[0].delta.role == "assistant"
+            assert sim.stats.completed == 0
+            gate.open()
+            rest = [chunk async for chunk in stream]
+    assert rest and rest[-1].choices[0].finish_reason == "stop"
+    assert gateway.snapshot()["intercepts"] == 0
+
+
+async def test_harness_disconnect_mid_stream_cancels_the_upstream_call(
+    gateway: Gateway, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    sim.gate("hold")
+    rollout = await register(http, gateway)
+    async with openai_client(rollout, default_headers={"x-sim-gate": "hold"}) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        await anext(aiter(stream))
+        await stream.close()  # the harness goes away while the upstream holds
+    await sim.wait_for(lambda s: s.disconnected == 1)
+    assert sim.stats.completed == 0
+    await _wait_no_intercepts(gateway)
+    errors = [e for e in await events(http, gateway, rollout["id"]) if e["kind"] == "model_error"]
+    assert errors[0]["payload"]["code"] == "harness_disconnected"
+
+
+async def _wait_no_intercepts(gateway: Gateway) -> None:
+    # The handler unwinds on its own task; yield to it until it has discarded the intercept.
+    for _ in range(1000):
+        if gateway.snapshot()["intercepts"] == 0:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"intercepts still held: {gateway.snapshot()}")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_unregister_unblocks_an_in_flight_call(
+    gateway: Gateway, sim: Simulator, http: aiohttp.ClientSession, stream: bool
+) -> None:
+    gate = sim.gate("held")
+    rollout = await register(http, gateway)
+    async with openai_client(rollout, default_headers={"x-sim-gate": "held"}) as client:
+
+        async def call() -> None:
+            response = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=stream
+            )
+            if stream:
+                async for _ in response:  # type: ignore[union-attr]
+                    pass
+
+        task = asyncio.ensure_future(call())
+        try:
+            await gate.wait_reached()
+            async with http.delete(
+                f"{gateway.admin_url}/rollouts/{rollout['id']}", headers=ADMIN_HEADERS
+            ) as resp:
+                assert resp.status == 200
+                body = await resp.json()
+            with pytest.raises(openai.APIError) as info:
+                await task
+        finally:
+            task.cancel()
+    assert info.value.code == "rollout_closed"
+    if not stream:
+        assert isinstance(info.value, openai.APIStatusError)
+        assert info.value.status_code == 409
+    assert body["events"] == 2  # the request and the error
+    await sim.wait_for(lambda s: s.disconnected == 1)  # the upstream call was cancelled
+    assert gateway.snapshot()["intercepts"] == 0
+    assert gateway.pool.snapshot().leases == 0
+
+
+async def test_abort_cancels_in_flight_calls_and_keeps_the_shared_client(
+    make_gateway: object, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    """With one upstream connection, a second rollout can only finish if the aborted
+    call gave its connection back."""
+    gateway: Gateway = await make_gateway(max_connections=1)  # type: ignore[operator]
+    gate = sim.gate("stuck")
+    a = await register(http, gateway)
+    b = await register(http, gateway)
+    async with openai_client(a, default_headers={"x-sim-gate": "stuck"}) as client_a:
+        task = asyncio.ensure_future(
+            client_a.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+        )
+        try:
+            await gate.wait_reached()
+            await gateway.abort(a["id"])
+            with pytest.raises(openai.APIStatusError) as info:
+                await task
+        finally:
+            task.cancel()
+    assert info.value.status_code == 409
+    async with openai_client(b) as client_b:
+        reply = await client_b.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "b"}]
+        )
+    assert reply.choices[0].message.content
+    snap = gateway.pool.snapshot()
+    assert snap.clients == 1 and snap.constructions == 1
+
+
+async def test_two_hundred_rollouts_share_one_client_within_its_connection_limit(
+    make_gateway: object, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    gateway: Gateway = await make_gateway(max_connections=8)  # type: ignore[operator]
+    rollouts = [await register(http, gateway) for _ in range(200)]
+
+    async def one(rollout: dict[str, object]) -> None:
+        async with openai_client(rollout) as client:  # type: ignore[arg-type]
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+
+    async with asyncio.TaskGroup() as tg:
+        for rollout in rollouts:
+            tg.create_task(one(rollout))
+    assert sim.stats.completed == 200
+    assert gateway.pool.snapshot().constructions == 1
+    assert sim.stats.peak_in_flight <= 8
+    assert sim.stats.connections <= 8
+    assert gateway.snapshot()["servers"] == 7  # ceil(200 / 32)
+
+
+async def test_servers_are_elastic_least_loaded_and_closed_when_idle(
+    make_gateway: object, http: aiohttp.ClientSession
+) -> None:
+    gateway: Gateway = await make_gateway(multiplex=2, idle_grace_s=0)  # type: ignore[operator]
+    rollouts = [await register(http, gateway) for _ in range(5)]
+    assert [s["rollouts"] for s in gateway.snapshot()["server_loads"]] == [2, 2, 1]
+    await gateway.unregister(rollouts[0]["id"])
+    # least loaded with room: the first server (1 rollout) beats the third (1) by order
+    sixth = await register(http, gateway)
+    assert sixth["base_url"].startswith(gateway.servers[0].url)
+    for rollout in rollouts[1:] + [sixth]:
+        await gateway.unregister(rollout["id"])
+    for _ in range(1000):
+        if len(gateway.servers) == 1:
+            break
+        await asyncio.sleep(0)
+    assert len(gateway.servers) == 1  # the admin server stays

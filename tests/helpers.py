@@ -1,0 +1,46 @@
+"""Helpers the tests share: drive the gateway as a user would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import openai
+
+from rolltap.gateway import Gateway
+
+ADMIN_TOKEN = "test-admin-token"
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def register(
+    http: aiohttp.ClientSession, gateway: Gateway, **body: Any
+) -> dict[str, Any]:
+    """Register a rollout through the admin API, as a user would."""
+    async with http.post(
+        gateway.admin_url + "/rollouts",
+        json=body or None,
+        headers=ADMIN_HEADERS,
+    ) as resp:
+        assert resp.status == 201, await resp.text()
+        data: dict[str, Any] = await resp.json()
+        return data
+
+
+async def events(
+    http: aiohttp.ClientSession, gateway: Gateway, rollout_id: str
+) -> list[dict[str, Any]]:
+    async with http.get(
+        f"{gateway.admin_url}/rollouts/{rollout_id}/events",
+        headers=ADMIN_HEADERS,
+    ) as resp:
+        assert resp.status == 200, await resp.text()
+        data = await resp.json()
+        result: list[dict[str, Any]] = data["events"]
+        return result
+
+
+def openai_client(rollout: dict[str, Any], **kwargs: Any) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=rollout["openai_base_url"], api_key=rollout["api_key"], max_retries=0, **kwargs
+    )

@@ -1,0 +1,63 @@
+"""SSE framing and the chat dialect's pieces that need no network."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolltap.dialects.sse import SSESplitter
+from rolltap.gateway.conversation import ConversationIndex
+from rolltap.gateway.recording import ChatStreamAccumulator
+
+EVENTS = [b'data: {"a": 1}\n\n', b": keepalive\n\n", b"event: x\ndata: y\n\n", b"data: [DONE]\n\n"]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(b"".join(EVENTS)) - 1), max_size=6))
+def test_sse_splitter_keeps_bytes_whatever_the_chunking(cuts: list[int]) -> None:
+    stream = b"".join(EVENTS)
+    points = sorted(set(cuts))
+    chunks = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)], strict=True)]
+    splitter = SSESplitter()
+    out = [e for chunk in chunks for e in splitter.feed(chunk)]
+    assert [e.raw for e in out] == EVENTS
+    assert [e.data for e in out] == [b'{"a": 1}', None, b"y", b"[DONE]"]
+    assert out[2].event == b"x"
+    assert splitter.pending == b""
+
+
+def test_conversation_index_finds_the_longest_earlier_conversation() -> None:
+    index = ConversationIndex()
+    a = [{"role": "user", "content": "1"}]
+    b = [*a, {"role": "assistant", "content": "2"}, {"role": "user", "content": "3"}]
+    assert index.match(a).length == 0
+    match = index.match(b)
+    assert match.length == 1 and match.digest is not None
+    assert index.match([*b, {"role": "user", "content": "4"}]).length == 3
+    # key order inside a message does not matter
+    assert index.match([{"content": "1", "role": "user"}]).length == 1
+    assert index.match([{"role": "user", "content": "other"}]).length == 0
+
+
+def test_accumulator_folds_parallel_tool_calls_and_logprobs() -> None:
+    acc = ChatStreamAccumulator()
+    chunks = [
+        {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "t0", "function": {"name": "f", "arguments": '{"x"'}},
+            {"index": 1, "id": "t1", "function": {"name": "g", "arguments": "{}"}},
+        ]}, "logprobs": {"content": [{"token": "a", "logprob": -0.1}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": ": 1}"}}]}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+    ]  # fmt: skip
+    for chunk in chunks:
+        acc.add(orjson.loads(orjson.dumps(chunk)))
+    body = acc.body()
+    choice = body["choices"][0]
+    calls = choice["message"]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == ['{"x": 1}', "{}"]
+    assert [c["id"] for c in calls] == ["t0", "t1"]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["logprobs"]["content"][0]["token"] == "a"
+    assert body["usage"]["completion_tokens"] == 4 and acc.chunks == 4
