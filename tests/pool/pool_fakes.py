@@ -117,3 +117,9 @@ def run_now(coro: Coroutine[Any, Any, T]) -> T:
         return cast(T, stop.value)
     coro.close()
     raise AssertionError("the coroutine suspended instead of finishing at once")
+
+
+async def spin(yields: int = 50) -> None:
+    """Yield to the loop ``yields`` times, to show that something does *not* happen."""
+    for _ in range(yields):
+        await asyncio.sleep(0)

@@ -15,9 +15,7 @@ Pool = ModelClientPool[FakeClient]
 def borrowers(
     pool: Pool, key: str, build: Builder, count: int
 ) -> list[asyncio.Task[Lease[FakeClient]]]:
-    return [
-        asyncio.create_task(pool.borrow(key, build, holder=f"r{i}")) for i in range(count)
-    ]
+    return [asyncio.create_task(pool.borrow(key, build, holder=f"r{i}")) for i in range(count)]
 
 
 async def test_fifty_concurrent_borrowers_share_one_construction() -> None:
@@ -129,6 +127,7 @@ async def test_forty_waves_of_mixed_borrowers_build_each_identity_once() -> None
 
     for wave in range(40):
         tasks = [asyncio.create_task(borrower(n, wave)) for n in range(32)]
+        await asyncio.sleep(0)  # let every borrower start (yield only; no timing)
         tasks[wave % 32].cancel()  # one borrower per wave is cancelled mid-flight
         await asyncio.gather(*tasks, return_exceptions=True)
         assert all(t.cancelled() or t.exception() is None for t in tasks)

@@ -13,30 +13,27 @@ from rolltap.sim import SimConfig, Simulator, parse_fault
 
 __all__ = ["register", "run_sim"]
 
-_HELP = """Run the simulated OpenAI chat-completions server (for load and fault tests).
-
-It answers POST /v1/chat/completions (stream and not, tools, logprobs), GET /v1/models
-and GET /health, deterministically for a seed, and prints its base URL on start.
-
-Faults: --fault KIND\\[=ARG]\\[@PROB], repeatable; PROB in (0, 1], default 1, drawn from a
-RNG seeded by --seed. Kinds:
-
-* status=CODE: answer HTTP CODE (400-599) with an OpenAI error body (429/503 add Retry-After)
-
-* stall=SECONDS: wait before sending the response headers
-
-* stall-mid=SECONDS: stream: wait after the first chunk
-
-* drop=N: stream: close the connection after N chunks (non-stream: after the headers)
-
-* malformed: a body (or, streaming, an event after the first chunk) that is not JSON
-
-* reset: reset the TCP connection before any response
-
-Examples: --fault status=429@0.1 --fault stall=30@0.01 --fault drop=3@0.05 --fault reset@0.01
-
-Per request, header x-sim-fault: SPEC injects one fault and overrides --fault.
-"""
+# One string per paragraph: the help renderer wraps paragraphs itself.
+_HELP = "\n\n".join(
+    [
+        "Run the simulated OpenAI chat-completions server (for load and fault tests).",
+        "It answers POST /v1/chat/completions (stream and not, tools, logprobs), GET /v1/models"
+        " and GET /health, deterministically for a seed, and prints its base URL on start.",
+        "Faults: --fault KIND\\[=ARG]\\[@PROB], repeatable. PROB is in (0, 1], default 1, drawn"
+        " from a RNG seeded by --seed. Kinds:",
+        "* status=CODE: answer HTTP CODE (400-599) with an OpenAI error body"
+        " (429 and 503 add Retry-After: 1)",
+        "* stall=SECONDS: wait before sending the response headers",
+        "* stall-mid=SECONDS: stream: wait after the first chunk (non-stream: before the body)",
+        "* drop=N: stream: close the connection after N chunks (non-stream: after the headers)",
+        "* malformed: a 200 body that is not JSON (stream: a bad event after the first chunk)",
+        "* reset: reset the TCP connection before any response",
+        "Examples: --fault status=429@0.1 --fault stall=30@0.01 --fault drop=3@0.05"
+        " --fault malformed@0.02 --fault reset@0.01",
+        "Per request, the header x-sim-fault: SPEC injects one fault instead of --fault, and"
+        " x-sim-gate: NAME holds the request at a gate.",
+    ]
+)
 
 
 async def run_sim(

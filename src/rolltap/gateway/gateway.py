@@ -38,6 +38,8 @@ __all__ = ["Gateway"]
 
 log = logging.getLogger("rolltap.gateway")
 
+_DRAIN_TIMEOUT_S = 10.0
+
 
 class Gateway:
     """Owns model clients (through its pool) and the servers rollouts talk to."""
@@ -99,8 +101,16 @@ class Gateway:
         if self._state == "closed":
             return
         self._state = "closed"
-        for rollout_id in list(self._rollouts):
-            self._drop(rollout_id, GatewayClosedError("the gateway is shutting down"))
+        closing = GatewayClosedError("the gateway is shutting down")
+        dropped = [self._drop(rollout_id, closing) for rollout_id in list(self._rollouts)]
+        try:
+            # Unblocked calls answer at once; a harness that stopped reading must not
+            # hold shutdown hostage, so the servers' own shutdown cancels stragglers.
+            async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+                for rollout in dropped:
+                    await rollout.drained()
+        except TimeoutError:
+            log.warning("gateway shutdown: calls still unwinding after %ss", _DRAIN_TIMEOUT_S)
         if self._reaper is not None:
             self._reaper.cancel()
             await asyncio.wait([self._reaper])
@@ -177,12 +187,20 @@ class Gateway:
         return list(self._rollouts.values())
 
     async def unregister(self, rollout_id: str) -> Rollout:
-        """End a rollout: undelivered calls get ``rollout_closed`` at once; returns it."""
-        return self._drop(rollout_id, RolloutClosedError("the rollout was unregistered"))
+        """End a rollout: undelivered calls get ``rollout_closed`` at once.
+
+        Returns the rollout once its in-flight calls have unwound, so its event log is
+        final (each unblocked call has recorded its error).
+        """
+        rollout = self._drop(rollout_id, RolloutClosedError("the rollout was unregistered"))
+        await rollout.drained()
+        return rollout
 
     async def abort(self, rollout_id: str) -> Rollout:
         """Cancel a rollout's in-flight calls and end it; the shared client stays open."""
-        return self._drop(rollout_id, RolloutClosedError("the rollout was aborted"))
+        rollout = self._drop(rollout_id, RolloutClosedError("the rollout was aborted"))
+        await rollout.drained()
+        return rollout
 
     def _drop(self, rollout_id: str, error: RolltapError) -> Rollout:
         rollout = self.get(rollout_id)

@@ -79,6 +79,10 @@ class Rollout:
     created: float = field(default_factory=time.time)
     _inflight: int = 0
     _next_call: int = 0
+    _idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self._idle.set()
 
     @property
     def client(self) -> RelayClient:
@@ -94,6 +98,7 @@ class Rollout:
         intercept = Intercept(f"{self.id}.{self._next_call}", asyncio.current_task())
         self.intercepts[intercept.id] = intercept
         self._inflight += 1
+        self._idle.clear()
         return intercept
 
     def discard(self, intercept: Intercept) -> None:
@@ -103,8 +108,10 @@ class Rollout:
         intercept.discarded = True
         self.intercepts.pop(intercept.id, None)
         self._inflight -= 1
-        if self.closed is not None and self._inflight == 0:
-            self.lease.release()
+        if self._inflight == 0:
+            self._idle.set()
+            if self.closed is not None:
+                self.lease.release()
 
     def close(self, error: RolltapError) -> None:
         """Unblock and drop every undelivered intercept; the lease returns once they unwind."""
@@ -117,3 +124,7 @@ class Rollout:
             intercept.cancel(error)
         if self._inflight == 0:
             self.lease.release()
+
+    async def drained(self) -> None:
+        """Wait until every in-flight call has unwound and recorded its outcome."""
+        await self._idle.wait()

@@ -1,0 +1,72 @@
+"""Store-specific errors: every one is a :class:`rolltap.errors.StoreError`.
+
+>>> from rolltap.errors import StoreError
+>>> issubclass(ForkDependencyError, StoreError)
+True
+"""
+
+from __future__ import annotations
+
+from rolltap.errors import StoreError
+
+__all__ = [
+    "ForkDependencyError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "StoreConflictError",
+    "StoreNotFoundError",
+    "StoreUnavailableError",
+    "StoreValidationError",
+]
+
+
+class StoreValidationError(StoreError):
+    """An argument is invalid: an unknown status, an over-long id, an unserializable payload."""
+
+    code = "store_invalid_argument"
+    status = 400
+    type = "invalid_request_error"
+
+
+class StoreNotFoundError(StoreError):
+    """The run, session or store file does not exist."""
+
+    code = "store_not_found"
+    status = 404
+    type = "not_found_error"
+
+
+class StoreConflictError(StoreError):
+    """The write conflicts with what is stored (e.g. a session id that already exists)."""
+
+    code = "store_conflict"
+    status = 409
+    type = "invalid_request_error"
+
+
+class ForkDependencyError(StoreConflictError):
+    """Forks depend on events this operation would delete or rewrite."""
+
+    code = "store_fork_dependency"
+
+
+class SchemaVersionError(StoreError):
+    """The database schema is not at the version this rolltap needs."""
+
+    code = "store_schema_outdated"
+    status = 503
+
+
+class StoreUnavailableError(StoreError):
+    """The database stayed unreachable past the reconnect deadline."""
+
+    code = "store_unavailable"
+    status = 503
+    retryable = True
+
+
+class StoreClosedError(StoreError):
+    """The store was closed before the write could be made."""
+
+    code = "store_closed"
+    status = 503

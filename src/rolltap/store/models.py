@@ -1,0 +1,149 @@
+"""What the store hands back: runs, sessions, commit results; and the session statuses.
+
+>>> is_finished("completed"), is_failed("timeout"), is_failed("completed")
+(True, True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rolltap.store.errors import StoreValidationError
+from rolltap.store.schema import ID_LENGTH
+
+__all__ = [
+    "FAILED_STATUSES",
+    "STATUSES",
+    "UNFINISHED_STATUSES",
+    "CommitResult",
+    "RunInfo",
+    "SessionInfo",
+    "check_id",
+    "check_status",
+    "is_failed",
+    "is_finished",
+]
+
+#: every status a session may have
+STATUSES = frozenset(
+    {
+        "pending",
+        "running",
+        "completed",
+        "limit_reached",
+        "failed",
+        "timeout",
+        "error",
+        "cancelled",
+        "worker_lost",
+    }
+)
+#: statuses of sessions that have not finished
+UNFINISHED_STATUSES = frozenset({"pending", "running"})
+#: statuses counted as failures
+FAILED_STATUSES = frozenset({"failed", "timeout", "error", "worker_lost"})
+
+
+def is_finished(status: str) -> bool:
+    return status not in UNFINISHED_STATUSES
+
+
+def is_failed(status: str) -> bool:
+    return status in FAILED_STATUSES
+
+
+def check_status(status: str) -> str:
+    """``status`` if known, else :class:`StoreValidationError`."""
+    if status not in STATUSES:
+        raise StoreValidationError(
+            f"unknown session status {status!r}; expected one of {sorted(STATUSES)}"
+        )
+    return status
+
+
+def check_id(value: str, what: str) -> str:
+    """A non-empty id of at most 64 characters."""
+    if not value or len(value) > ID_LENGTH:
+        raise StoreValidationError(f"{what} id must have 1..{ID_LENGTH} characters")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """A named batch of rollouts with its config and counts, kept current by every commit."""
+
+    id: str
+    name: str | None
+    config: Mapping[str, Any]
+    created_at: float
+    n_sessions: int
+    n_finished: int
+    n_failed: int
+    n_rewarded: int
+    reward_sum: float
+
+    @property
+    def mean_reward(self) -> float | None:
+        """Mean reward over sessions that have one; None when none has."""
+        return self.reward_sum / self.n_rewarded if self.n_rewarded else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "config": self.config,
+            "created_at": self.created_at,
+            "n_sessions": self.n_sessions,
+            "n_finished": self.n_finished,
+            "n_failed": self.n_failed,
+            "mean_reward": self.mean_reward,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One rollout. ``n_events`` counts its whole history, a fork's inherited prefix included."""
+
+    id: str
+    run_id: str
+    user: str | None
+    task: Mapping[str, Any]
+    status: str
+    created_at: float
+    updated_at: float
+    n_events: int
+    reward: float | None
+    parent_id: str | None
+    fork_at: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "user": self.user,
+            "task": self.task,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "n_events": self.n_events,
+            "reward": self.reward,
+            "parent_id": self.parent_id,
+            "fork_at": self.fork_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What one :meth:`Store.commit` did.
+
+    ``written`` events were inserted; ``replaced`` says the persisted history was
+    replaced rather than extended; ``noop`` says no statement was issued at all.
+    """
+
+    session_id: str
+    n_events: int
+    written: int
+    replaced: bool
+    noop: bool

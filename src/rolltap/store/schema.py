@@ -1,0 +1,96 @@
+"""The SQL schema: runs, sessions and their events (SQLAlchemy Core, three backends).
+
+Payloads are orjson bytes in a BLOB column (LONGBLOB on MySQL, so 1 MiB payloads fit);
+JSON documents of runs and sessions are text (LONGTEXT on MySQL). Timestamps are epoch
+seconds as DOUBLE. The migrations in ``rolltap/store/migrations`` create exactly this.
+
+>>> sorted(metadata.tables)
+['rolltap_events', 'rolltap_runs', 'rolltap_sessions']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects import mysql
+
+__all__ = ["ID_LENGTH", "VERSION_TABLE", "events", "metadata", "runs", "sessions"]
+
+#: the longest run or session id
+ID_LENGTH = 64
+#: Alembic's version table, named so it cannot clash with a user's own migrations
+VERSION_TABLE = "rolltap_alembic_version"
+
+_MYSQL = ("mysql", "mariadb")
+BLOB = LargeBinary().with_variant(mysql.LONGBLOB(), *_MYSQL)
+DOC = Text().with_variant(mysql.LONGTEXT(), *_MYSQL)
+TABLE_OPTIONS: dict[str, Any] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
+
+metadata = MetaData()
+
+runs = Table(
+    "rolltap_runs",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("name", String(255), nullable=True),
+    Column("config", DOC, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("n_sessions", Integer, nullable=False),
+    Column("n_finished", Integer, nullable=False),
+    Column("n_failed", Integer, nullable=False),
+    Column("n_rewarded", Integer, nullable=False),
+    Column("reward_sum", Double, nullable=False),
+    Index("ix_rolltap_runs_created", "created_at"),
+    Index("ix_rolltap_runs_name", "name"),
+    **TABLE_OPTIONS,
+)
+
+sessions = Table(
+    "rolltap_sessions",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("run_id", String(ID_LENGTH), ForeignKey("rolltap_runs.id"), nullable=False),
+    Column("user_name", String(255), nullable=True),
+    Column("task", DOC, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Column("n_events", Integer, nullable=False),
+    Column("reward", Double, nullable=True),
+    Column("parent_id", String(ID_LENGTH), ForeignKey("rolltap_sessions.id"), nullable=True),
+    Column("fork_at", Integer, nullable=True),
+    Column("last_commit", String(32), nullable=True),
+    Index("ix_rolltap_sessions_run_status_reward", "run_id", "status", "reward"),
+    Index("ix_rolltap_sessions_run_created", "run_id", "created_at"),
+    Index("ix_rolltap_sessions_parent", "parent_id"),
+    **TABLE_OPTIONS,
+)
+
+events = Table(
+    "rolltap_events",
+    metadata,
+    Column("session_id", String(ID_LENGTH), ForeignKey("rolltap_sessions.id"), nullable=False),
+    Column("seq", Integer, nullable=False, autoincrement=False),
+    Column("kind", String(32), nullable=False),
+    Column("ts", Double, nullable=False),
+    Column("payload", BLOB, nullable=False),
+    PrimaryKeyConstraint("session_id", "seq", name="pk_rolltap_events"),
+    **TABLE_OPTIONS,
+)

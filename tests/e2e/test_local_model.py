@@ -1,0 +1,79 @@
+"""End to end against the real llama-server with Gemma 3 270M (the `local` extra)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from helpers import ADMIN_TOKEN, events, openai_client, register
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import ConfigError
+from rolltap.gateway import Gateway
+from rolltap.local import LocalModel
+from rolltap.local.model import server_binary
+
+pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
+
+
+def _require_local_extra() -> None:
+    try:
+        server_binary()
+    except ConfigError as exc:
+        if os.environ.get("CI") == "true":
+            raise  # CI installs the extra: its absence is a failure, not a skip
+        pytest.skip(f"the 'local' extra is not installed: {exc.message}")
+
+
+@pytest.fixture
+async def local_model() -> AsyncIterator[LocalModel]:
+    _require_local_extra()
+    async with LocalModel() as model:
+        yield model
+
+
+@pytest.fixture
+async def local_gateway(local_model: LocalModel) -> AsyncIterator[Gateway]:
+    endpoint = EndpointConfig(name="local", base_url=local_model.base_url, model=local_model.model)
+    async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
+        yield gateway
+
+
+async def test_pattern_continuation_non_streaming(
+    local_gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    rollout = await register(http, local_gateway)
+    async with openai_client(rollout) as client:
+        reply = await client.chat.completions.create(
+            model="anything",
+            messages=[{"role": "user", "content": "1, 2, 3, 4, 5,"}],
+            max_tokens=6,
+            temperature=0,
+        )
+    text = reply.choices[0].message.content or ""
+    assert text.strip().startswith("6")
+    request, response = (e["payload"] for e in await events(http, local_gateway, rollout["id"]))
+    assert request["params"]["model"] == "gemma-3-270m"
+    assert response["usage"]["completion_tokens"] == reply.usage.completion_tokens  # type: ignore[union-attr]
+
+
+async def test_pattern_continuation_streaming(
+    local_gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    rollout = await register(http, local_gateway)
+    async with openai_client(rollout) as client:
+        stream = await client.chat.completions.create(
+            model="anything",
+            messages=[{"role": "user", "content": "Monday, Tuesday, Wednesday,"}],
+            max_tokens=4,
+            temperature=0,
+            stream=True,
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert "Thursday" in text
+    response = (await events(http, local_gateway, rollout["id"]))[1]["payload"]
+    assert response["body"]["choices"][0]["message"]["content"] == text
+    assert response["usage"]["completion_tokens"] > 0
+    assert response["chunks"] >= 2
