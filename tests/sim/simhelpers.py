@@ -15,9 +15,14 @@ def chat_body(**extra: Any) -> dict[str, Any]:
     return {"model": "m", "messages": USER, **extra}
 
 
-async def read_events(resp: aiohttp.ClientResponse) -> list[bytes]:
-    """The ``data:`` payloads of an SSE response, in order, until the body ends."""
-    events = []
+async def read_events(
+    resp: aiohttp.ClientResponse, into: list[bytes] | None = None
+) -> list[bytes]:
+    """The ``data:`` payloads of an SSE response, in order, until the body ends.
+
+    Pass ``into`` to keep the events that arrived before the body failed.
+    """
+    events = [] if into is None else into
     async for line in resp.content:
         if line.startswith(b"data: "):
             events.append(line[len(b"data: ") :].rstrip(b"\n"))

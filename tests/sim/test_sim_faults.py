@@ -81,7 +81,7 @@ async def test_drop_mid_stream(
     with pytest.raises(aiohttp.ClientPayloadError):
         async with session.post(url, json=body, headers=_fault(f"drop={chunks}")) as resp:
             assert resp.status == 200
-            events.extend(await read_events(resp))
+            await read_events(resp, into=events)
     assert len(events) == chunks
     assert all(orjson.loads(e)["object"] == "chat.completion.chunk" for e in events)
     stats = await sim.wait_for(lambda s: s.in_flight == 0)

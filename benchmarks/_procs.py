@@ -1,0 +1,64 @@
+"""Start rolltap processes for benchmarks and read their CPU time."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psutil
+
+__all__ = ["cpu_seconds", "free_port", "rolltap_process"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early: {proc.args}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} not healthy in {timeout}s")
+
+
+@contextmanager
+def rolltap_process(args: list[str], health_url: str) -> Iterator[psutil.Process]:
+    """Run ``rolltap ARGS`` until the block ends; yields its psutil handle."""
+    env = dict(os.environ, ROLLTAP_ADMIN_TOKEN="bench")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from rolltap.cli.main import main; main()", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_healthy(health_url, proc)
+        yield psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
