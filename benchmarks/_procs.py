@@ -27,7 +27,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"process exited early: {proc.args}")
+            raise RuntimeError(f"process exited early: {proc.args!r}")
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
                 if resp.status == 200:

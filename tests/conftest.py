@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import openai
 import pytest
 
+from helpers import ADMIN_TOKEN, GatewayFactory
 from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
-
-from helpers import ADMIN_TOKEN
-
-GatewayFactory = Callable[..., Awaitable[Gateway]]
 
 
 @pytest.fixture

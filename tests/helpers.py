@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -12,10 +13,11 @@ from rolltap.gateway import Gateway
 ADMIN_TOKEN = "test-admin-token"
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
+#: the ``make_gateway`` fixture: keyword settings in, a started gateway out
+GatewayFactory = Callable[..., Awaitable[Gateway]]
 
-async def register(
-    http: aiohttp.ClientSession, gateway: Gateway, **body: Any
-) -> dict[str, Any]:
+
+async def register(http: aiohttp.ClientSession, gateway: Gateway, **body: Any) -> dict[str, Any]:
     """Register a rollout through the admin API, as a user would."""
     async with http.post(
         gateway.admin_url + "/rollouts",

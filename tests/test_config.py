@@ -18,7 +18,11 @@ BASE = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="
         ("https://h/api/v1/", "/v1/messages", "https://h/api/v1/messages"),
         ("https://api.anthropic.com", "/v1/messages", "https://api.anthropic.com/v1/messages"),
         ("https://h/chat", "/v1/chat/completions", "https://h/chat/v1/chat/completions"),
-        ("https://h/openai/v1beta", "/v1/chat/completions", "https://h/openai/v1beta/chat/completions"),
+        (
+            "https://h/openai/v1beta",
+            "/v1/chat/completions",
+            "https://h/openai/v1beta/chat/completions",
+        ),
         ("http://h:8080", "/health", "http://h:8080/health"),
     ],
 )

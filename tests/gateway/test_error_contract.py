@@ -7,7 +7,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from helpers import ADMIN_HEADERS, register
+from helpers import ADMIN_HEADERS, GatewayFactory, register
 from rolltap.gateway import Gateway
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -31,9 +31,7 @@ async def test_unknown_rollout_is_404(gateway: Gateway, http: aiohttp.ClientSess
 @pytest.mark.parametrize("key", ["", "wrong", "rt-almost"])
 async def test_bad_secret_is_401(gateway: Gateway, http: aiohttp.ClientSession, key: str) -> None:
     rollout = await register(http, gateway)
-    status, body = await post(
-        http, rollout["base_url"] + "/chat/completions", json=CHAT, key=key
-    )
+    status, body = await post(http, rollout["base_url"] + "/chat/completions", json=CHAT, key=key)
     assert (status, body["error"]["code"]) == (401, "invalid_api_key")
 
 
@@ -42,7 +40,9 @@ async def test_x_api_key_header_authenticates(
 ) -> None:
     rollout = await register(http, gateway)
     async with http.post(
-        rollout["base_url"] + "/chat/completions", json=CHAT, headers={"x-api-key": rollout["api_key"]}
+        rollout["base_url"] + "/chat/completions",
+        json=CHAT,
+        headers={"x-api-key": rollout["api_key"]},
     ) as resp:
         assert resp.status == 200
 
@@ -64,7 +64,10 @@ async def test_malformed_json_is_400(gateway: Gateway, http: aiohttp.ClientSessi
         ({"model": "m", "messages": ["hi"]}, "messages[0]"),
         ({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
         ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+        (
+            {"model": "m", "messages": [{"role": "tool", "content": "x"}]},
+            "messages[0].tool_call_id",
+        ),
         ({**CHAT, "stream": "yes"}, "stream"),
         ({**CHAT, "temperature": "hot"}, "temperature"),
         ({**CHAT, "max_tokens": -1}, "max_tokens"),
@@ -84,7 +87,9 @@ async def test_invalid_body_is_400_naming_the_field(
     assert body["error"]["message"].startswith(field)
 
 
-async def test_body_over_the_limit_is_413(make_gateway: Any, http: aiohttp.ClientSession) -> None:
+async def test_body_over_the_limit_is_413(
+    make_gateway: GatewayFactory, http: aiohttp.ClientSession
+) -> None:
     gateway: Gateway = await make_gateway(max_body_bytes=1024)
     rollout = await register(http, gateway)
     big = {"model": "m", "messages": [{"role": "user", "content": "x" * 2048}]}
@@ -99,7 +104,9 @@ async def test_unknown_route_is_404_in_openai_shape(
     gateway: Gateway, http: aiohttp.ClientSession
 ) -> None:
     rollout = await register(http, gateway)
-    status, body = await post(http, rollout["base_url"] + "/embeddings", json={}, key=rollout["api_key"])
+    status, body = await post(
+        http, rollout["base_url"] + "/embeddings", json={}, key=rollout["api_key"]
+    )
     assert (status, body["error"]["code"]) == (404, "not_found")
 
 
@@ -131,7 +138,9 @@ async def test_register_validates_its_body(
 async def test_registration_contract(gateway: Gateway, http: aiohttp.ClientSession) -> None:
     rollout = await register(http, gateway, user="u", api_key="upstream-key", metadata={"k": 1})
     assert set(rollout) >= {"id", "api_key", "base_url", "openai_base_url", "anthropic_base_url"}
-    assert rollout["base_url"] == rollout["openai_base_url"] == rollout["anthropic_base_url"] + "/v1"
+    assert (
+        rollout["base_url"] == rollout["openai_base_url"] == rollout["anthropic_base_url"] + "/v1"
+    )
     assert rollout["openai_base_url"].endswith(f"/r/{rollout['id']}/v1")
     assert rollout["api_key"] != "upstream-key"
     async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:

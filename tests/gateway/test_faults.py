@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 import openai
 import pytest
 
-from helpers import events, openai_client, register
+from helpers import GatewayFactory, events, openai_client, register
 from rolltap.config import Timeouts
 from rolltap.gateway import Gateway
 
@@ -29,7 +27,7 @@ CASES = [
 
 @pytest.mark.parametrize(("fault", "stream", "status", "code"), CASES)
 async def test_fault_reaches_harness_and_trace(
-    make_gateway: Any,
+    make_gateway: GatewayFactory,
     http: aiohttp.ClientSession,
     fault: str,
     stream: bool,
@@ -86,12 +84,11 @@ async def test_retry_after_and_upstream_error_are_passed_through(
 
 
 async def test_unreachable_upstream_is_502(http: aiohttp.ClientSession) -> None:
-    from rolltap.config import EndpointConfig, GatewaySettings
-
-    from helpers import ADMIN_TOKEN
-
     # a port nobody listens on: bind, note it, close
     import socket
+
+    from helpers import ADMIN_TOKEN
+    from rolltap.config import EndpointConfig, GatewaySettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

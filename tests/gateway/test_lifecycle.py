@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 import openai
 import pytest
 
-from helpers import ADMIN_HEADERS, events, openai_client, register
+from helpers import ADMIN_HEADERS, GatewayFactory, events, openai_client, register
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
 
@@ -101,11 +102,11 @@ async def test_unregister_unblocks_an_in_flight_call(
 
 
 async def test_abort_cancels_in_flight_calls_and_keeps_the_shared_client(
-    make_gateway: object, sim: Simulator, http: aiohttp.ClientSession
+    make_gateway: GatewayFactory, sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
     """With one upstream connection, a second rollout can only finish if the aborted
     call gave its connection back."""
-    gateway: Gateway = await make_gateway(max_connections=1)  # type: ignore[operator]
+    gateway: Gateway = await make_gateway(max_connections=1)
     gate = sim.gate("stuck")
     a = await register(http, gateway)
     b = await register(http, gateway)
@@ -131,13 +132,13 @@ async def test_abort_cancels_in_flight_calls_and_keeps_the_shared_client(
 
 
 async def test_two_hundred_rollouts_share_one_client_within_its_connection_limit(
-    make_gateway: object, sim: Simulator, http: aiohttp.ClientSession
+    make_gateway: GatewayFactory, sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
-    gateway: Gateway = await make_gateway(max_connections=8)  # type: ignore[operator]
+    gateway: Gateway = await make_gateway(max_connections=8)
     rollouts = [await register(http, gateway) for _ in range(200)]
 
-    async def one(rollout: dict[str, object]) -> None:
-        async with openai_client(rollout) as client:  # type: ignore[arg-type]
+    async def one(rollout: dict[str, Any]) -> None:
+        async with openai_client(rollout) as client:
             await client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}]
             )
@@ -153,16 +154,16 @@ async def test_two_hundred_rollouts_share_one_client_within_its_connection_limit
 
 
 async def test_servers_are_elastic_least_loaded_and_closed_when_idle(
-    make_gateway: object, http: aiohttp.ClientSession
+    make_gateway: GatewayFactory, http: aiohttp.ClientSession
 ) -> None:
-    gateway: Gateway = await make_gateway(multiplex=2, idle_grace_s=0)  # type: ignore[operator]
+    gateway: Gateway = await make_gateway(multiplex=2, idle_grace_s=0)
     rollouts = [await register(http, gateway) for _ in range(5)]
     assert [s["rollouts"] for s in gateway.snapshot()["server_loads"]] == [2, 2, 1]
     await gateway.unregister(rollouts[0]["id"])
     # least loaded with room: the first server (1 rollout) beats the third (1) by order
     sixth = await register(http, gateway)
     assert sixth["base_url"].startswith(gateway.servers[0].url)
-    for rollout in rollouts[1:] + [sixth]:
+    for rollout in [*rollouts[1:], sixth]:
         await gateway.unregister(rollout["id"])
     for _ in range(1000):
         if len(gateway.servers) == 1:

@@ -144,9 +144,7 @@ async def test_twenty_turn_conversation_stores_each_message_once(
     gateway: Gateway, http: aiohttp.ClientSession
 ) -> None:
     rollout = await register(http, gateway)
-    messages: list[ChatCompletionMessageParam] = [
-        {"role": "system", "content": "You are terse."}
-    ]
+    messages: list[ChatCompletionMessageParam] = [{"role": "system", "content": "You are terse."}]
     async with openai_client(rollout) as client:
         for turn in range(20):
             messages.append({"role": "user", "content": f"turn {turn}"})

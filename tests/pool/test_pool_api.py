@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from pool_fakes import Builder, FakeClient, identity, run_now
 
 import rolltap.pool
 from rolltap.errors import ConfigError, ModelPoolClosedError, ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool, PoolSnapshot
+
+from .pool_fakes import Builder, FakeClient, identity, run_now
 
 Pool = ModelClientPool[FakeClient]
 
@@ -114,7 +115,8 @@ async def test_credential_change_builds_a_new_client_and_old_borrowers_keep_thei
     for lease in (old, new, again):
         lease.release()
     await pool.aclose()
-    assert old.client.closed and new.client.closed
+    assert old.client.closed
+    assert new.client.closed
 
 
 async def test_snapshot_is_frozen_and_converts_to_dict() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pool_fakes import Builder, FakeClient, identity, run_now, until
 
 from rolltap.errors import ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool
+
+from .pool_fakes import Builder, FakeClient, identity, run_now, until
 
 Pool = ModelClientPool[FakeClient]
 

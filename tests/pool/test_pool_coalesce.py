@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pool_fakes import Builder, FakeClient, identity, until
 
 from rolltap.pool import Lease, ModelClientPool
+
+from .pool_fakes import Builder, FakeClient, identity, until
 
 Pool = ModelClientPool[FakeClient]
 

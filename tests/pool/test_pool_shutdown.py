@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
-from pool_fakes import Builder, FakeClient, identity, spin, until
 
 from rolltap.errors import ModelPoolClosedError, PoolCloseError
 from rolltap.pool import ModelClientPool
+
+from .pool_fakes import Builder, FakeClient, identity, spin, until
 
 Pool = ModelClientPool[FakeClient]
 
@@ -86,9 +88,11 @@ async def test_shutdown_close_failure_is_logged_counted_and_raised(
     bad = await pool.borrow(identity(user="b"), Builder("b", close_error=error))
     good.release()
     bad.release()
-    with caplog.at_level(logging.ERROR, logger="rolltap.pool"):
-        with pytest.raises(PoolCloseError) as caught:
-            await pool.aclose()
+    with (
+        caplog.at_level(logging.ERROR, logger="rolltap.pool"),
+        pytest.raises(PoolCloseError) as caught,
+    ):
+        await pool.aclose()
     assert caught.value.__cause__ is error
     assert good.client.closed
     assert pool.snapshot().close_failures == 1
@@ -142,10 +146,8 @@ async def test_a_client_built_despite_shutdown_is_closed_not_lent() -> None:
     made: list[FakeClient] = []
 
     async def stubborn() -> FakeClient:
-        try:
-            await gate.wait()
-        except asyncio.CancelledError:
-            pass  # a build that ignores cancellation and finishes anyway
+        with contextlib.suppress(asyncio.CancelledError):
+            await gate.wait()  # a build that ignores cancellation and finishes anyway
         made.append(FakeClient("stubborn"))
         return made[0]
 

@@ -12,10 +12,11 @@ import asyncio
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from pool_fakes import Builder, FakeClient, identity, spin
 
 from rolltap.errors import ModelPoolClosedError, ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool
+
+from .pool_fakes import Builder, FakeClient, identity, spin
 
 MAX_CLIENTS = 3
 KEYS = [identity(user=f"user{i % 3}", credential=f"sk-{i // 3}") for i in range(5)]

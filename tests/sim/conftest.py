@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+
 import aiohttp
 import openai
 import pytest
 
 from rolltap.sim import SimConfig, Simulator
+
 
 @pytest.fixture
 async def sim() -> AsyncIterator[Simulator]:
@@ -25,5 +27,3 @@ async def client(sim: Simulator) -> AsyncIterator[openai.AsyncOpenAI]:
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as http:
         yield http
-
-

@@ -26,7 +26,15 @@ def _app() -> typer.Typer:
 def test_help_documents_the_fault_grammar() -> None:
     result = CliRunner().invoke(_app(), ["sim", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for text in ("KIND[=ARG][@PROB]", "status=429@0.1", "stall=", "stall-mid=", "drop=", "malformed", "reset"):
+    for text in (
+        "KIND[=ARG][@PROB]",
+        "status=429@0.1",
+        "stall=",
+        "stall-mid=",
+        "drop=",
+        "malformed",
+        "reset",
+    ):
         assert text in result.output
     for option in ("--host", "--port", "--seed", "--ttft-ms", "--tokens-per-s", "--fault"):
         assert option in result.output
@@ -43,7 +51,9 @@ async def test_run_sim_serves_until_stopped() -> None:
     stop = asyncio.Event()
     ready: asyncio.Queue[Simulator] = asyncio.Queue()
     async with asyncio.TaskGroup() as tasks:
-        tasks.create_task(run_sim(SimConfig(), "127.0.0.1", 0, on_ready=ready.put_nowait, stop=stop))
+        tasks.create_task(
+            run_sim(SimConfig(), "127.0.0.1", 0, on_ready=ready.put_nowait, stop=stop)
+        )
         sim = await ready.get()
         async with aiohttp.ClientSession() as http, http.get(sim.url + "/health") as resp:
             assert resp.status == 200

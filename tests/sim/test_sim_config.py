@@ -80,7 +80,7 @@ def test_sim_config_defaults_and_fault_strings() -> None:
     config = SimConfig()
     assert (config.seed, config.ttft_ms, config.tokens_per_s) == (0, 0, 0)
     assert (config.completion_tokens, config.faults, config.model) == (16, (), "sim-model")
-    config = SimConfig(faults=("status=500@0.5", FaultSpec(kind="reset")))  # type: ignore[arg-type]
+    config = SimConfig(faults=("status=500@0.5", FaultSpec(kind="reset")))
     assert config.faults == (parse_fault("status=500@0.5"), parse_fault("reset"))
 
 
@@ -91,4 +91,4 @@ def test_sim_config_is_frozen_and_validated() -> None:
     with pytest.raises(pydantic.ValidationError):
         SimConfig(ttft_ms=-1)
     with pytest.raises(ConfigError):
-        SimConfig(faults=("bogus",))  # type: ignore[arg-type]
+        SimConfig(faults=("bogus",))

@@ -10,9 +10,36 @@ import aiohttp
 import openai
 import orjson
 import pytest
-from simhelpers import USER, chat_body, json_events, read_events
+from openai.types.chat import ChatCompletionMessageParam
 
 from rolltap.sim import SimConfig, Simulator
+
+# Shared with the other files here by copy: mypy and pytest disagree on
+# this folder's module names, so a helper module cannot be imported by both.
+USER: list[dict[str, Any]] = [{"role": "user", "content": "Say something."}]
+SDK_USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something."}]
+
+
+def chat_body(**extra: Any) -> dict[str, Any]:
+    """A minimal chat-completions request body."""
+    return {"model": "m", "messages": USER, **extra}
+
+
+async def read_events(resp: aiohttp.ClientResponse, into: list[bytes] | None = None) -> list[bytes]:
+    """The ``data:`` payloads of an SSE response, in order, until the body ends.
+
+    Pass ``into`` to keep the events that arrived before the body failed.
+    """
+    events = [] if into is None else into
+    async for line in resp.content:
+        if line.startswith(b"data: "):
+            events.append(line[len(b"data: ") :].rstrip(b"\n"))
+    return events
+
+
+def json_events(events: list[bytes]) -> list[dict[str, Any]]:
+    """Parse every event but ``[DONE]``."""
+    return [orjson.loads(e) for e in events if e != b"[DONE]"]
 
 
 def _digest(value: str) -> str:
@@ -56,7 +83,7 @@ async def test_gate_holds_non_stream_until_opened(
         replies = [
             tasks.create_task(
                 client.chat.completions.create(
-                    model="m", messages=USER, extra_headers={"x-sim-gate": "g"}
+                    model="m", messages=SDK_USER, extra_headers={"x-sim-gate": "g"}
                 )
             )
             for _ in range(3)
@@ -68,7 +95,8 @@ async def test_gate_holds_non_stream_until_opened(
         gate.open()
     assert all(r.result().choices[0].finish_reason == "stop" for r in replies)
     assert (sim.stats.completed, sim.stats.peak_in_flight, sim.stats.in_flight) == (3, 3, 0)
-    assert gate.held == 0 and gate.is_open
+    assert gate.held == 0
+    assert gate.is_open
 
 
 async def test_gate_holds_stream_after_first_chunk(
@@ -164,7 +192,7 @@ async def test_auth_digest_header(
 
 
 async def test_sdk_auth_digest(sim: Simulator, client: openai.AsyncOpenAI) -> None:
-    raw = await client.chat.completions.with_raw_response.create(model="m", messages=USER)
+    raw = await client.chat.completions.with_raw_response.create(model="m", messages=SDK_USER)
     assert raw.headers["x-sim-auth-digest"] == _digest("Bearer k")
     reply = raw.parse()
     assert raw.headers["x-sim-request-id"] == "sim-" + reply.id.removeprefix("chatcmpl-sim-")
@@ -196,15 +224,14 @@ async def test_aclose_is_idempotent_and_cancels_held_requests() -> None:
         gate = sim.gate("forever")
 
         async def call() -> None:
-            async with http.post(url, json=chat_body(), headers={"x-sim-gate": "forever"}) as r:
-                await r.read()
+            with pytest.raises(aiohttp.ClientConnectionError):
+                async with http.post(url, json=chat_body(), headers={"x-sim-gate": "forever"}):
+                    pass
 
         async with asyncio.TaskGroup() as tasks:
-            request = tasks.create_task(call())
+            tasks.create_task(call())
             await gate.wait_reached()
             await sim.aclose()
-            with pytest.raises(aiohttp.ClientError):
-                await request
     await sim.aclose()
     assert sim.stats.disconnected == 0  # shutting down is not a client disconnect
     assert sim.stats.in_flight == 0

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 import orjson
 import pytest
-from simhelpers import chat_body, json_events, read_events
 
 from rolltap.sim import SimConfig, Simulator
+
+# Shared with the other files here by copy: mypy and pytest disagree on
+# this folder's module names, so a helper module cannot be imported by both.
+USER: list[dict[str, Any]] = [{"role": "user", "content": "Say something."}]
+
+
+def chat_body(**extra: Any) -> dict[str, Any]:
+    """A minimal chat-completions request body."""
+    return {"model": "m", "messages": USER, **extra}
+
+
+async def read_events(resp: aiohttp.ClientResponse, into: list[bytes] | None = None) -> list[bytes]:
+    """The ``data:`` payloads of an SSE response, in order, until the body ends.
+
+    Pass ``into`` to keep the events that arrived before the body failed.
+    """
+    events = [] if into is None else into
+    async for line in resp.content:
+        if line.startswith(b"data: "):
+            events.append(line[len(b"data: ") :].rstrip(b"\n"))
+    return events
+
+
+def json_events(events: list[bytes]) -> list[dict[str, Any]]:
+    """Parse every event but ``[DONE]``."""
+    return [orjson.loads(e) for e in events if e != b"[DONE]"]
 
 
 def _fault(spec: str) -> dict[str, str]:
@@ -63,24 +90,27 @@ async def test_stall_mid_stream_after_the_first_chunk(
     url = sim.base_url + "/chat/completions"
     timeout = aiohttp.ClientTimeout(sock_read=0.2)
     body = chat_body(stream=True)
-    async with session.post(url, json=body, headers=_fault("stall-mid=60"), timeout=timeout) as resp:
+    async with session.post(
+        url, json=body, headers=_fault("stall-mid=60"), timeout=timeout
+    ) as resp:
         first = await resp.content.readuntil(b"\n\n")
-        assert orjson.loads(first.removeprefix(b"data: "))["choices"][0]["delta"]["role"] == "assistant"
+        assert (
+            orjson.loads(first.removeprefix(b"data: "))["choices"][0]["delta"]["role"]
+            == "assistant"
+        )
         with pytest.raises(TimeoutError):
             await resp.content.readuntil(b"\n\n")
     await sim.wait_for(lambda s: s.disconnected == 1)
 
 
 @pytest.mark.parametrize("chunks", [0, 1, 3])
-async def test_drop_mid_stream(
-    sim: Simulator, session: aiohttp.ClientSession, chunks: int
-) -> None:
+async def test_drop_mid_stream(sim: Simulator, session: aiohttp.ClientSession, chunks: int) -> None:
     url = sim.base_url + "/chat/completions"
     events: list[bytes] = []
     body = chat_body(stream=True)
-    with pytest.raises(aiohttp.ClientPayloadError):
-        async with session.post(url, json=body, headers=_fault(f"drop={chunks}")) as resp:
-            assert resp.status == 200
+    async with session.post(url, json=body, headers=_fault(f"drop={chunks}")) as resp:
+        assert resp.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
             await read_events(resp, into=events)
     assert len(events) == chunks
     assert all(orjson.loads(e)["object"] == "chat.completion.chunk" for e in events)
@@ -92,9 +122,9 @@ async def test_drop_non_stream_closes_without_a_body(
     sim: Simulator, session: aiohttp.ClientSession
 ) -> None:
     url = sim.base_url + "/chat/completions"
-    with pytest.raises(aiohttp.ClientPayloadError):
-        async with session.post(url, json=chat_body(), headers=_fault("drop=2")) as resp:
-            assert resp.status == 200
+    async with session.post(url, json=chat_body(), headers=_fault("drop=2")) as resp:
+        assert resp.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
             await resp.read()
     stats = await sim.wait_for(lambda s: s.in_flight == 0)
     assert (stats.faults, stats.completed, stats.disconnected) == ({"drop": 1}, 0, 0)

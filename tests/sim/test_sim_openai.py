@@ -61,7 +61,8 @@ async def test_max_tokens_caps_with_length(client: openai.AsyncOpenAI, field: st
     assert reply.choices[0].finish_reason == "length"
     assert reply.choices[0].message.content is not None
     assert len(reply.choices[0].message.content.split(" ")) == 5
-    assert reply.usage is not None and reply.usage.completion_tokens == 5
+    assert reply.usage is not None
+    assert reply.usage.completion_tokens == 5
 
 
 async def test_stream_matches_non_stream(client: openai.AsyncOpenAI) -> None:
@@ -104,7 +105,8 @@ async def test_tool_call_non_stream(client: openai.AsyncOpenAI) -> None:
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None
     calls = choice.message.tool_calls
-    assert calls is not None and len(calls) == 1
+    assert calls is not None
+    assert len(calls) == 1
     call = calls[0]
     assert call.type == "function"
     assert call.id.startswith("call_sim_")
@@ -119,14 +121,17 @@ async def test_tool_call_stream_fragments_concatenate(client: openai.AsyncOpenAI
     deltas = [c.choices[0] async for c in stream]
     first = deltas[0].delta.tool_calls
     assert first is not None
-    assert first[0].id is not None and first[0].id.startswith("call_sim_")
+    assert first[0].id is not None
+    assert first[0].id.startswith("call_sim_")
     assert first[0].type == "function"
-    assert first[0].function is not None and first[0].function.name == "lookup"
+    assert first[0].function is not None
+    assert first[0].function.name == "lookup"
     fragments = []
     for choice in deltas[1:-1]:
         calls = choice.delta.tool_calls
         assert calls is not None
-        assert calls[0].id is None and calls[0].function is not None
+        assert calls[0].id is None
+        assert calls[0].function is not None
         assert calls[0].function.name is None
         fragments.append(calls[0].function.arguments or "")
     assert len(fragments) == 3
@@ -143,8 +148,10 @@ async def test_tool_choice_named_function(client: openai.AsyncOpenAI) -> None:
     )
     calls = reply.choices[0].message.tool_calls
     assert calls is not None
-    assert calls[0].function.name == "other"
-    assert calls[0].function.arguments == "{}"
+    call = calls[0]
+    assert call.type == "function"
+    assert call.function.name == "other"
+    assert call.function.arguments == "{}"
 
 
 async def test_no_tool_call_when_none_or_after_tool_result(client: openai.AsyncOpenAI) -> None:
@@ -175,7 +182,8 @@ async def test_no_tool_call_when_none_or_after_tool_result(client: openai.AsyncO
 async def test_logprobs_non_stream(client: openai.AsyncOpenAI) -> None:
     reply = await client.chat.completions.create(model="m", messages=MESSAGES, logprobs=True)
     logprobs = reply.choices[0].logprobs
-    assert logprobs is not None and logprobs.content is not None
+    assert logprobs is not None
+    assert logprobs.content is not None
     assert "".join(e.token for e in logprobs.content) == reply.choices[0].message.content
     for entry in logprobs.content:
         assert entry.logprob <= 0
@@ -194,7 +202,8 @@ async def test_logprobs_stream(client: openai.AsyncOpenAI) -> None:
     async for chunk in stream:
         choice = chunk.choices[0]
         if choice.finish_reason is None:
-            assert choice.logprobs is not None and choice.logprobs.content is not None
+            assert choice.logprobs is not None
+            assert choice.logprobs.content is not None
             assert [e.token for e in choice.logprobs.content] == [choice.delta.content]
             streamed.extend(choice.logprobs.content)
     assert whole.choices[0].logprobs is not None

@@ -1,0 +1,251 @@
+"""Writes as objects the serial writer runs: the base class and the batched event commit.
+
+Each :class:`WriteOp` can :meth:`~WriteOp.apply` itself inside the writer's transaction
+and can tell whether it is already :meth:`~WriteOp.applied` — the writer asks after a
+connection died with the outcome of a COMMIT unknown, so every write lands exactly once.
+Consecutive :class:`CommitOp` s are applied together by :func:`apply_commits`: one
+batched statement per table for the whole group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from rolltap.store.errors import ForkDependencyError
+from rolltap.store.events import EventLog, LogSnapshot
+from rolltap.store.models import CommitResult, is_failed, is_finished
+from rolltap.store.schema import events, runs, sessions
+
+__all__ = ["CommitOp", "RunDelta", "SessionState", "WriteOp", "apply_commits", "apply_run_deltas"]
+
+
+class WriteOp:
+    """One write; the writer resolves :attr:`future` with its result once it is durable."""
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        #: a token stored with the write, so a retry can tell whether it landed
+        self.token = uuid.uuid4().hex
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        raise NotImplementedError
+
+    def outcome(self) -> Any:
+        """What the caller gets once the write is durable."""
+        return None
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        """Whether this write is already in the database (asked only on a retry)."""
+        raise NotImplementedError
+
+    def on_success(self) -> None:
+        """Runs in the writer after the transaction committed, before the caller wakes."""
+
+    def on_failure(self) -> None:
+        """Runs in the writer when the write failed or its outcome is unknown."""
+
+
+@dataclass(slots=True)
+class SessionState:
+    """What the store remembers about a session it writes: the persisted prefix and more."""
+
+    run_id: str
+    prefix: int
+    base: int
+    parent_id: str | None
+    status: str
+    reward: float | None
+    loaded: bool = True
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    inflight: asyncio.Future[Any] | None = None
+
+
+@dataclass(slots=True)
+class RunDelta:
+    """Changes to a run's counters."""
+
+    sessions: int = 0
+    finished: int = 0
+    failed: int = 0
+    rewarded: int = 0
+    reward_sum: float = 0.0
+
+    def add_status(self, old: str | None, new: str | None) -> None:
+        """Count the move of one session from status ``old`` to ``new`` (None: absent)."""
+        self.finished += _flag(new, is_finished) - _flag(old, is_finished)
+        self.failed += _flag(new, is_failed) - _flag(old, is_failed)
+
+    def add(self, other: RunDelta) -> None:
+        self.sessions += other.sessions
+        self.finished += other.finished
+        self.failed += other.failed
+        self.rewarded += other.rewarded
+        self.reward_sum += other.reward_sum
+
+    def add_reward(self, old: float | None, new: float | None) -> None:
+        self.rewarded += (new is not None) - (old is not None)
+        self.reward_sum += (new or 0.0) - (old or 0.0)
+
+    def is_zero(self) -> bool:
+        return not (self.sessions or self.finished or self.failed or self.rewarded) and (
+            self.reward_sum == 0.0
+        )
+
+
+def _flag(status: str | None, test: Any) -> int:
+    return 1 if status is not None and test(status) else 0
+
+
+_RUN_DELTA = (
+    runs.update()
+    .where(runs.c.id == bindparam("b_id"))
+    .values(
+        n_sessions=runs.c.n_sessions + bindparam("d_sessions"),
+        n_finished=runs.c.n_finished + bindparam("d_finished"),
+        n_failed=runs.c.n_failed + bindparam("d_failed"),
+        n_rewarded=runs.c.n_rewarded + bindparam("d_rewarded"),
+        reward_sum=runs.c.reward_sum + bindparam("d_reward_sum"),
+    )
+)
+
+
+async def apply_run_deltas(conn: AsyncConnection, deltas: dict[str, RunDelta]) -> None:
+    """Add ``deltas`` to their runs' counters in one (executemany) statement."""
+    params = [
+        {
+            "b_id": run_id,
+            "d_sessions": d.sessions,
+            "d_finished": d.finished,
+            "d_failed": d.failed,
+            "d_rewarded": d.rewarded,
+            "d_reward_sum": d.reward_sum,
+        }
+        for run_id, d in deltas.items()
+        if not d.is_zero()
+    ]
+    if params:
+        await conn.execute(_RUN_DELTA, params)
+
+
+class CommitOp(WriteOp):
+    """Persist a session's new events (or its whole rewritten history) and counters."""
+
+    def __init__(
+        self,
+        session_id: str,
+        state: SessionState,
+        log: EventLog,
+        snap: LogSnapshot,
+        rows: list[dict[str, Any]],
+        *,
+        status: str,
+        reward: float | None,
+    ) -> None:
+        super().__init__()
+        self.session_id, self.state, self.log, self.snap = session_id, state, log, snap
+        self.rows, self.status, self.reward = rows, status, reward
+        # a rewrite that reaches below a fork point lowers it (events below stay the parent's)
+        self.base = min(state.base, snap.changed_from) if snap.replace else state.base
+        self.parent_id = state.parent_id if self.base > 0 else None
+
+    def outcome(self) -> CommitResult:
+        return CommitResult(
+            session_id=self.session_id,
+            n_events=self.snap.length,
+            written=len(self.rows),
+            replaced=self.snap.replace,
+            noop=False,
+        )
+
+    def session_params(self, now: float) -> dict[str, Any]:
+        return {
+            "b_id": self.session_id,
+            "b_n": self.snap.length,
+            "b_status": self.status,
+            "b_reward": self.reward,
+            "b_now": now,
+            "b_token": self.token,
+            "b_fork_at": self.base if self.parent_id is not None else None,
+            "b_parent": self.parent_id,
+        }
+
+    def run_delta(self) -> RunDelta:
+        delta = RunDelta()
+        delta.add_status(self.state.status, self.status)
+        delta.add_reward(self.state.reward, self.reward)
+        return delta
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        await apply_commits(conn, [self], now)
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        query = select(sessions.c.last_commit).where(sessions.c.id == self.session_id)
+        return (await conn.scalar(query)) == self.token
+
+    def on_success(self) -> None:
+        st = self.state
+        st.prefix, st.base, st.parent_id = self.snap.length, self.base, self.parent_id
+        st.status, st.reward = self.status, self.reward
+        self.log.mark_persisted(self.snap.epoch)
+
+    def on_failure(self) -> None:
+        # the next commit reloads the prefix from the database: it is where it was,
+        # unless the outcome was unknown — then the database says which it is
+        self.state.loaded = False
+
+
+_SESSION_UPDATE = (
+    sessions.update()
+    .where(sessions.c.id == bindparam("b_id"))
+    .values(
+        n_events=bindparam("b_n"),
+        status=bindparam("b_status"),
+        reward=bindparam("b_reward"),
+        updated_at=bindparam("b_now"),
+        last_commit=bindparam("b_token"),
+        fork_at=bindparam("b_fork_at"),
+        parent_id=bindparam("b_parent"),
+    )
+)
+
+
+async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: float) -> None:
+    """Apply ``ops`` (at most one per session) with one batched statement per table."""
+    replaced = [op for op in ops if op.snap.replace]
+    if replaced:
+        await _check_dependent_forks(conn, replaced)
+        ids = [op.session_id for op in replaced]
+        await conn.execute(events.delete().where(events.c.session_id.in_(ids)))
+    rows = [row for op in ops for row in op.rows]
+    if rows:
+        await conn.execute(events.insert(), rows)
+    await conn.execute(_SESSION_UPDATE, [op.session_params(now) for op in ops])
+    deltas: dict[str, RunDelta] = {}
+    for op in ops:
+        if op.status != op.state.status or op.reward != op.state.reward:
+            deltas.setdefault(op.state.run_id, RunDelta()).add(op.run_delta())
+    await apply_run_deltas(conn, deltas)
+
+
+async def _check_dependent_forks(conn: AsyncConnection, ops: Sequence[CommitOp]) -> None:
+    """Refuse to rewrite events that a fork of the session still reads."""
+    by_id = {op.session_id: op for op in ops}
+    query = (
+        select(sessions.c.parent_id, func.max(sessions.c.fork_at))
+        .where(sessions.c.parent_id.in_(list(by_id)))
+        .group_by(sessions.c.parent_id)
+    )
+    for parent_id, max_fork_at in (await conn.execute(query)).all():
+        op = by_id[parent_id]
+        if max_fork_at is not None and max_fork_at > op.snap.changed_from:
+            raise ForkDependencyError(
+                f"session {parent_id}: a fork reads its first {max_fork_at} events; "
+                f"cannot rewrite history from event {op.snap.changed_from}"
+            )

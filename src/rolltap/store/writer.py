@@ -1,0 +1,282 @@
+"""The serial writer: one task and one connection through which every write goes.
+
+Writes queue in a bounded queue; the writer takes what has arrived together (up to
+``max_batch``) and applies it in one transaction, in queue order, so each session's
+writes keep their order. A caller awaits the durability of its own write. A full queue
+makes callers wait up to ``busy_timeout``, then raises the retryable
+:class:`~rolltap.errors.StoreBusyError`. When the connection dies the writer reconnects
+with backoff and retries; after a failure that may have hit the COMMIT it asks each
+write whether it already landed, so nothing is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from rolltap.errors import StoreBusyError, StoreError
+from rolltap.store.errors import StoreClosedError, StoreConflictError, StoreUnavailableError
+from rolltap.store.ops import CommitOp, WriteOp, apply_commits
+
+__all__ = ["InjectedFault", "Writer", "WriterHooks", "WriterStats", "translate_db_error"]
+
+log = logging.getLogger(__name__)
+
+
+class InjectedFault(StoreError):
+    """Raised by :class:`WriterHooks` in tests. ``transient`` faults act like a lost connection."""
+
+    code = "store_injected_fault"
+
+    def __init__(self, message: str = "injected fault", *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class WriterHooks:
+    """Fault-injection points for tests; the default does nothing.
+
+    >>> class LoseAck(WriterHooks):
+    ...     async def after_commit(self, ops: Sequence[WriteOp]) -> None:
+    ...         raise InjectedFault("ack lost", transient=True)
+    """
+
+    async def before_commit(self, ops: Sequence[WriteOp]) -> None:
+        """Inside the transaction, after the writes, before COMMIT."""
+
+    async def after_commit(self, ops: Sequence[WriteOp]) -> None:
+        """After COMMIT returned, before callers are told."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    queued: int
+    transactions: int
+    writes: int
+    reconnects: int
+
+
+def translate_db_error(exc: SQLAlchemyError | OSError) -> StoreError:
+    """A StoreError describing a database failure (statement and parameters left out)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    detail = str(orig).splitlines()[0] if str(orig) else ""
+    if isinstance(exc, IntegrityError):
+        return StoreConflictError(f"conflicts with stored data: {detail}")
+    return StoreError(f"database error ({type(orig).__name__}): {detail}")
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, InjectedFault):
+        return exc.transient
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        return type(exc).__name__ in {"OperationalError", "InterfaceError"}
+    return isinstance(exc, OSError)
+
+
+class Writer:
+    """Owned by a :class:`~rolltap.store.Store`; start with :meth:`start`, stop with :meth:`close`."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        queue_size: int = 1024,
+        busy_timeout: float = 5.0,
+        max_batch: int = 512,
+        reconnect_timeout: float = 60.0,
+        hooks: WriterHooks | None = None,
+    ) -> None:
+        self._engine = engine
+        self._queue: asyncio.Queue[WriteOp | None] = asyncio.Queue(maxsize=queue_size)
+        self._busy_timeout, self._max_batch = busy_timeout, max_batch
+        self._reconnect_timeout = reconnect_timeout
+        self.hooks = hooks or WriterHooks()
+        self._conn: AsyncConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._transactions = self._writes = self._reconnects = 0
+        self._failure: BaseException | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="rolltap-writer")
+
+    def stats(self) -> WriterStats:
+        return WriterStats(
+            self._queue.qsize(), self._transactions, self._writes, self._reconnects
+        )
+
+    async def submit(self, op: WriteOp) -> asyncio.Future[object]:
+        """Queue ``op``; StoreBusyError if the queue stays full past the busy timeout."""
+        self._check_open()
+        try:
+            async with asyncio.timeout(self._busy_timeout):
+                await self._queue.put(op)
+        except TimeoutError as exc:
+            raise StoreBusyError(
+                f"store write queue full for {self._busy_timeout:g}s", retry_after=1.0
+            ) from exc
+        self._check_open()
+        return op.future
+
+    def _check_open(self) -> None:
+        if self._failure is not None:
+            raise StoreClosedError("the store writer stopped") from self._failure
+        if self._closing:
+            raise StoreClosedError("the store is closed")
+
+    async def close(self) -> None:
+        """Write everything queued, then stop the task and release the connection."""
+        if self._task is None or self._closing:
+            return
+        self._closing = True
+        if not self._task.done():
+            await self._queue.put(None)
+        try:
+            await self._task
+        finally:
+            await self._discard_connection()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                batch, stop = await self._next_batch()
+                if batch:
+                    await self._run_group(batch)
+                if stop:
+                    return
+        except BaseException as exc:
+            self._failure = exc
+            self._fail_queued(exc)
+            raise
+
+    async def _next_batch(self) -> tuple[list[WriteOp], bool]:
+        first = await self._queue.get()
+        if first is None:
+            return [], True
+        batch = [first]
+        while len(batch) < self._max_batch:
+            try:
+                op = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if op is None:
+                return batch, True
+            batch.append(op)
+        return batch, False
+
+    def _fail_queued(self, exc: BaseException) -> None:
+        while not self._queue.empty():
+            op = self._queue.get_nowait()
+            if op is not None and not op.future.done():
+                op.future.set_exception(StoreClosedError("the store writer stopped"))
+
+    async def _run_group(self, ops: list[WriteOp]) -> None:
+        """Apply ``ops`` in one transaction, retrying through reconnects; settle each op."""
+        deadline = time.monotonic() + self._reconnect_timeout
+        delay, verify = 0.02, False
+        while True:
+            try:
+                conn = await self._connection()
+                pending = await self._unapplied(conn, ops) if verify else ops
+                if pending:
+                    await self._transaction(conn, pending)
+            except (SQLAlchemyError, OSError, StoreError) as exc:
+                if not _is_transient(exc):
+                    await self._permanent_failure(ops, exc)
+                    return
+                await self._discard_connection()
+                if time.monotonic() + delay > deadline:
+                    self._settle_failed(ops, self._unavailable(exc))
+                    return
+                log.warning("store writer: %s; reconnecting in %.2fs", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay, verify = min(delay * 2, 2.0), True
+            else:
+                self._settle_ok(ops)
+                return
+
+    async def _transaction(self, conn: AsyncConnection, ops: Sequence[WriteOp]) -> None:
+        now = time.time()
+        async with conn.begin():
+            start = 0
+            while start < len(ops):
+                if isinstance(ops[start], CommitOp):
+                    end = start
+                    while end < len(ops) and isinstance(ops[end], CommitOp):
+                        end += 1
+                    await apply_commits(conn, ops[start:end], now)  # type: ignore[arg-type]
+                    start = end
+                else:
+                    await ops[start].apply(conn, now)
+                    start += 1
+            await self.hooks.before_commit(ops)
+        self._transactions += 1
+        await self.hooks.after_commit(ops)
+
+    async def _unapplied(self, conn: AsyncConnection, ops: list[WriteOp]) -> list[WriteOp]:
+        pending = []
+        for op in ops:
+            if op.future.done() or not await op.applied(conn):
+                pending.append(op)
+        await conn.rollback()
+        done = [op for op in ops if op not in pending]
+        self._settle_ok(done)
+        ops[:] = pending
+        return pending
+
+    async def _permanent_failure(self, ops: list[WriteOp], exc: BaseException) -> None:
+        if len(ops) > 1:  # find the culprit: the others must not fail with it
+            for op in list(ops):
+                await self._run_group([op])
+            return
+        error = exc if isinstance(exc, StoreError) else translate_db_error(exc)  # type: ignore[arg-type]
+        self._settle_failed(ops, error, cause=exc)
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"database unreachable for {self._reconnect_timeout:g}s ({type(exc).__name__})"
+        )
+
+    def _settle_ok(self, ops: Sequence[WriteOp]) -> None:
+        for op in ops:
+            self._writes += 1
+            op.on_success()
+            if not op.future.done():
+                op.future.set_result(op.outcome())
+
+    def _settle_failed(
+        self, ops: Sequence[WriteOp], error: StoreError, cause: BaseException | None = None
+    ) -> None:
+        if cause is not None and error is not cause:
+            error.__cause__ = cause
+        for op in ops:
+            op.on_failure()
+            if not op.future.done():
+                op.future.set_exception(error)
+
+    async def _connection(self) -> AsyncConnection:
+        if self._conn is None or self._conn.invalidated or self._conn.closed:
+            self._conn = await self._engine.connect()
+            self._reconnects += 1
+            if self._engine.dialect.name == "postgresql":
+                await self._conn.exec_driver_sql("SET application_name = 'rolltap-writer'")
+                await self._conn.commit()
+        return self._conn
+
+    async def _discard_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            await conn.invalidate()
+            await conn.close()
+        except (SQLAlchemyError, OSError) as exc:
+            log.debug("store writer: closing a broken connection: %s", type(exc).__name__)
