@@ -11,6 +11,7 @@ stream chunks as they arrive.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -30,10 +31,34 @@ from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
 from rolltap.store.events import EventKind
 
-__all__ = ["ChatCall", "error_response"]
+__all__ = ["ChatCall", "error_response", "relayed_headers"]
 
 CHAT_PATH = "/v1/chat/completions"
 _MAX_ERROR_BODY = 4096
+
+
+#: upstream response headers the gateway sets itself or that only make sense per hop
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "content-type",
+        "date",
+        "server",
+        "set-cookie",
+        "upgrade",
+        "trailer",
+        "proxy-authenticate",
+    }
+)
+
+
+def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
+    """Upstream response headers passed to the harness (request ids, rate limits, …)."""
+    return {k: v for k, v in upstream.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS}
 
 
 def error_response(err: RolltapError) -> web.Response:
@@ -136,13 +161,18 @@ class ChatCall:
         if not isinstance(parsed, dict):
             raise UpstreamProtocolError("upstream returned a JSON value that is not an object")
         self._record_response(up.status, parsed, chunks=None)
-        return web.Response(body=raw, status=up.status, content_type="application/json")
+        return web.Response(
+            body=raw,
+            status=up.status,
+            headers=relayed_headers(up.headers),
+            content_type="application/json",
+        )
 
     async def _relay_stream(self, up: UpstreamResponse) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            status=up.status,
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
-        )
+        headers = relayed_headers(up.headers)
+        headers["Content-Type"] = "text/event-stream"
+        headers["Cache-Control"] = "no-cache"
+        resp = web.StreamResponse(status=up.status, headers=headers)
         await resp.prepare(self.request)
         self.response = resp
         splitter, acc = SSESplitter(), ChatStreamAccumulator()

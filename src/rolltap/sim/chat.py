@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,28 +16,12 @@ from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
 from rolltap.sim.content import BadRequest, answer_for
 from rolltap.sim.render import MALFORMED_BODY, MALFORMED_EVENT, Plan, holes_for, plan_for
 from rolltap.sim.stats import Gate, StatsBoard
+from rolltap.sim.wire import error_response, reset_connection, send
 
-__all__ = ["ChatHandler", "error_response"]
+__all__ = ["ChatHandler"]
 
 _CACHE_LIMIT = 4096
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    429: "rate_limit_error",
-}
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-
-
-def error_response(status: int, message: str, code: str, headers: dict[str, str]) -> web.Response:
-    """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    body = orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
-    out = dict(headers)
-    if status in (429, 503):
-        out["Retry-After"] = "1"
-    return web.Response(status=status, body=body, content_type="application/json", headers=out)
 
 
 @dataclass(slots=True)
@@ -91,17 +73,17 @@ class ChatHandler:
         self._board.saw_peer(transport.get_extra_info("peername") if transport else None)
         call: _Call | None = None
         try:
-            call = await self._admit(request, number, headers)
+            try:
+                call = await self._admit(request, number, headers)
+            except _Refused as refused:
+                await send(request, refused.response)
+                stats.completed += 1
+                return refused.response
             await self._serve(call)
             if not call.cut:
                 stats.completed += 1
             # After a cut aiohttp's attempt to finish this response fails quietly.
             return call.response or web.Response(status=500)
-        except _Refused as refused:
-            await refused.response.prepare(request)
-            await refused.response.write_eof()
-            stats.completed += 1
-            return refused.response
         except asyncio.CancelledError:
             self._count_disconnect(call)
             raise
@@ -174,10 +156,11 @@ class ChatHandler:
             call.response = error_response(
                 status, f"simulated fault: HTTP {status}", "sim_fault", call.headers
             )
-            await self._finish(call)
+            await send(call.request, call.response)
             return
         if kind == "reset":
-            _reset(call)
+            call.cut = True
+            reset_connection(call.request)
             return
         if fault is not None and kind == "stall":
             await asyncio.sleep(fault.arg or 0.0)
@@ -187,12 +170,6 @@ class ChatHandler:
             await self._stream(call)
         else:
             await self._respond(call)
-
-    async def _finish(self, call: _Call) -> None:
-        # Written here, not by aiohttp after return, so `completed` means fully sent.
-        assert call.response is not None
-        await call.response.prepare(call.request)
-        await call.response.write_eof()
 
     async def _respond(self, call: _Call) -> None:
         fault, plan = call.fault, call.plan
@@ -212,7 +189,7 @@ class ChatHandler:
         call.response = web.Response(
             body=body, content_type="application/json", headers=call.headers
         )
-        await self._finish(call)
+        await send(call.request, call.response)
 
     async def _drop_after_headers(self, call: _Call) -> None:
         body = call.plan.body.render(holes_for(call.number, int(time.time())))
@@ -221,7 +198,14 @@ class ChatHandler:
         response.content_length = len(body)
         call.response = response
         await response.prepare(call.request)
-        _cut(call)
+        self._cut(call)
+
+    @staticmethod
+    def _cut(call: _Call) -> None:
+        """Close the connection mid-response (bytes already written are flushed first)."""
+        call.cut = True
+        if call.request.transport is not None:
+            call.request.transport.close()
 
     async def _stream(self, call: _Call) -> None:
         response = web.StreamResponse(headers={**call.headers, **_SSE_HEADERS})
@@ -245,7 +229,7 @@ class ChatHandler:
         start = loop.time()
         for i, event in enumerate(plan.events):
             if kind == "drop" and fault is not None and i >= (fault.arg or 0):
-                _cut(call)
+                self._cut(call)
                 return False
             if interval and 0 < i < plan.token_events:
                 await asyncio.sleep(max(0.0, start + i * interval - loop.time()))
@@ -261,24 +245,3 @@ class ChatHandler:
                     await asyncio.sleep(fault.arg or 0.0)
                 start = loop.time()  # pacing restarts after any hold
         return True
-
-
-def _cut(call: _Call) -> None:
-    """Close the connection mid-response (buffered bytes are flushed first)."""
-    call.cut = True
-    transport = call.request.transport
-    if transport is not None:
-        transport.close()
-
-
-def _reset(call: _Call) -> None:
-    """Abort the connection with a TCP RST before any response."""
-    call.cut = True
-    transport = call.request.transport
-    if transport is None:
-        return
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()

@@ -11,9 +11,10 @@ from types import TracebackType
 import orjson
 from aiohttp import web
 
-from rolltap.sim.chat import ChatHandler, error_response
+from rolltap.sim.chat import ChatHandler
 from rolltap.sim.config import SimConfig
 from rolltap.sim.stats import Gate, SimStats, StatsBoard
+from rolltap.sim.wire import error_response
 
 __all__ = ["Simulator"]
 

@@ -17,7 +17,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rolltap.errors import StoreBusyError, StoreError
@@ -72,12 +78,11 @@ def translate_db_error(exc: SQLAlchemyError | OSError) -> StoreError:
 
 
 def _is_transient(exc: BaseException) -> bool:
+    """Worth a reconnect and retry: a lost connection, a lock timeout, a deadlock."""
     if isinstance(exc, InjectedFault):
         return exc.transient
     if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        return type(exc).__name__ in {"OperationalError", "InterfaceError"}
+        return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
     return isinstance(exc, OSError)
 
 
@@ -102,20 +107,25 @@ class Writer:
         self._conn: AsyncConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._transactions = self._writes = self._reconnects = 0
+        self._transactions = self._writes = self._connects = 0
         self._failure: BaseException | None = None
+        self._current: list[WriteOp] = []
 
     def start(self) -> None:
+        """Start the writer task (in the running loop)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="rolltap-writer")
 
     def stats(self) -> WriterStats:
         return WriterStats(
-            self._queue.qsize(), self._transactions, self._writes, self._reconnects
+            self._queue.qsize(), self._transactions, self._writes, max(self._connects - 1, 0)
         )
 
     async def submit(self, op: WriteOp) -> asyncio.Future[object]:
         """Queue ``op``; StoreBusyError if the queue stays full past the busy timeout."""
-        self._check_open()
+        if self._failure is not None:
+            raise StoreClosedError("the store writer stopped") from self._failure
+        if self._closing:
+            raise StoreClosedError("the store is closed")
         try:
             async with asyncio.timeout(self._busy_timeout):
                 await self._queue.put(op)
@@ -123,14 +133,9 @@ class Writer:
             raise StoreBusyError(
                 f"store write queue full for {self._busy_timeout:g}s", retry_after=1.0
             ) from exc
-        self._check_open()
+        if self._task is None or self._task.done():
+            self._fail_queued()  # the writer is gone: nothing else will settle it
         return op.future
-
-    def _check_open(self) -> None:
-        if self._failure is not None:
-            raise StoreClosedError("the store writer stopped") from self._failure
-        if self._closing:
-            raise StoreClosedError("the store is closed")
 
     async def close(self) -> None:
         """Write everything queued, then stop the task and release the connection."""
@@ -148,14 +153,17 @@ class Writer:
         try:
             while True:
                 batch, stop = await self._next_batch()
+                self._current = batch
                 if batch:
                     await self._run_group(batch)
                 if stop:
-                    return
+                    break
         except BaseException as exc:
             self._failure = exc
-            self._fail_queued(exc)
             raise
+        finally:
+            self._settle_failed(self._current, StoreClosedError("the store writer stopped"))
+            self._fail_queued()
 
     async def _next_batch(self) -> tuple[list[WriteOp], bool]:
         first = await self._queue.get()
@@ -172,35 +180,36 @@ class Writer:
             batch.append(op)
         return batch, False
 
-    def _fail_queued(self, exc: BaseException) -> None:
+    def _fail_queued(self) -> None:
         while not self._queue.empty():
             op = self._queue.get_nowait()
-            if op is not None and not op.future.done():
-                op.future.set_exception(StoreClosedError("the store writer stopped"))
+            if op is not None:
+                self._settle_failed([op], StoreClosedError("the store writer stopped"))
 
     async def _run_group(self, ops: list[WriteOp]) -> None:
         """Apply ``ops`` in one transaction, retrying through reconnects; settle each op."""
         deadline = time.monotonic() + self._reconnect_timeout
-        delay, verify = 0.02, False
+        delay, verify, pending = 0.02, False, ops
         while True:
             try:
                 conn = await self._connection()
-                pending = await self._unapplied(conn, ops) if verify else ops
+                if verify:
+                    pending = await self._unapplied(conn, pending)
                 if pending:
                     await self._transaction(conn, pending)
             except (SQLAlchemyError, OSError, StoreError) as exc:
                 if not _is_transient(exc):
-                    await self._permanent_failure(ops, exc)
+                    await self._permanent_failure(pending, exc)
                     return
                 await self._discard_connection()
                 if time.monotonic() + delay > deadline:
-                    self._settle_failed(ops, self._unavailable(exc))
+                    self._settle_failed(pending, self._unavailable(exc), cause=exc)
                     return
                 log.warning("store writer: %s; reconnecting in %.2fs", type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay, verify = min(delay * 2, 2.0), True
             else:
-                self._settle_ok(ops)
+                self._settle_ok(pending)
                 return
 
     async def _transaction(self, conn: AsyncConnection, ops: Sequence[WriteOp]) -> None:
@@ -222,14 +231,12 @@ class Writer:
         await self.hooks.after_commit(ops)
 
     async def _unapplied(self, conn: AsyncConnection, ops: list[WriteOp]) -> list[WriteOp]:
-        pending = []
+        """Settle the ops that already landed (a COMMIT whose answer was lost); the rest."""
+        pending, landed = [], []
         for op in ops:
-            if op.future.done() or not await op.applied(conn):
-                pending.append(op)
+            (landed if await op.applied(conn) else pending).append(op)
         await conn.rollback()
-        done = [op for op in ops if op not in pending]
-        self._settle_ok(done)
-        ops[:] = pending
+        self._settle_ok(landed)
         return pending
 
     async def _permanent_failure(self, ops: list[WriteOp], exc: BaseException) -> None:
@@ -258,14 +265,14 @@ class Writer:
         if cause is not None and error is not cause:
             error.__cause__ = cause
         for op in ops:
-            op.on_failure()
             if not op.future.done():
+                op.on_failure()
                 op.future.set_exception(error)
 
     async def _connection(self) -> AsyncConnection:
         if self._conn is None or self._conn.invalidated or self._conn.closed:
             self._conn = await self._engine.connect()
-            self._reconnects += 1
+            self._connects += 1
             if self._engine.dialect.name == "postgresql":
                 await self._conn.exec_driver_sql("SET application_name = 'rolltap-writer'")
                 await self._conn.commit()

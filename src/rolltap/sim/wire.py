@@ -1,0 +1,48 @@
+"""HTTP-level helpers: OpenAI error responses, writing a response, resetting a connection."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import orjson
+from aiohttp import web
+
+__all__ = ["error_response", "reset_connection", "send"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+
+
+def error_response(status: int, message: str, code: str, headers: dict[str, str]) -> web.Response:
+    """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
+    out = dict(headers)
+    if status in (429, 503):
+        out["Retry-After"] = "1"
+    return web.Response(status=status, body=body, content_type="application/json", headers=out)
+
+
+async def send(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Write ``response`` in full now (not after the handler returns), so a write
+    failure surfaces in the handler and "completed" means fully sent."""
+    await response.prepare(request)
+    await response.write_eof()
+
+
+def reset_connection(request: web.BaseRequest) -> None:
+    """Abort the request's connection with a TCP RST, sending nothing."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
