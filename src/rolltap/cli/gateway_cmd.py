@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated
 
 import typer
@@ -10,19 +11,40 @@ import typer
 from rolltap.cli.common import console, run_async
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
+from rolltap.gateway.observer import RolloutObserver
+from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
+from rolltap.store import Store, mask_url
 
 __all__ = ["register"]
 
 
-async def _serve(endpoint: EndpointConfig | None, settings: GatewaySettings) -> None:
+async def _serve(
+    endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
+) -> None:
     if endpoint is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
-            await _serve(local, settings)
+            await _serve(local, settings, store_url)
         return
-    async with Gateway(endpoint, settings) as gateway:
+    if store_url is None:
+        await _run_gateway(endpoint, settings, [])
+        return
+    async with await Store.open(store_url) as store:
+        run = await store.create_run(
+            f"gateway {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            {"endpoint": endpoint.model_dump(mode="json")},
+        )
+        console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
+        async with StoreRecorder(store, run.id) as recorder:
+            await _run_gateway(endpoint, settings, [recorder])
+
+
+async def _run_gateway(
+    endpoint: EndpointConfig, settings: GatewaySettings, observers: list[RolloutObserver]
+) -> None:
+    async with Gateway(endpoint, settings, observers=observers) as gateway:
         console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
         if gateway.admin_token_generated:
             console.print(
@@ -50,6 +72,13 @@ def gateway(
     host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="Admin/first server port [0: any]")] = None,
     multiplex: Annotated[int | None, typer.Option(help="Rollouts per server [32]")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Persist every rollout's events (sqlite:///f.db, postgresql://…, "
+            "mysql://…); default: in memory until the rollout is deleted"
+        ),
+    ] = None,
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
@@ -58,7 +87,7 @@ def gateway(
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         ep = EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
-    run_async(_serve(ep, settings))
+    run_async(_serve(ep, settings, store))
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ from rolltap.errors import (
 )
 from rolltap.gateway.admin import add_admin_routes
 from rolltap.gateway.harness import add_harness_routes
+from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
@@ -50,6 +51,7 @@ class Gateway:
         settings: GatewaySettings | None = None,
         *,
         pool: ModelClientPool[RelayClient] | None = None,
+        observers: Sequence[RolloutObserver] = (),
     ) -> None:
         eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
         if not eps:
@@ -66,6 +68,7 @@ class Gateway:
             max_clients=self.settings.max_model_clients
         )
         self.stats = GatewayStats()
+        self.observers = list(observers)
         self._servers: list[GatewayServer] = []
         self._rollouts: dict[str, Rollout] = {}
         self._place_lock = asyncio.Lock()
@@ -108,7 +111,7 @@ class Gateway:
             # hold shutdown hostage, so the servers' own shutdown cancels stragglers.
             async with asyncio.timeout(_DRAIN_TIMEOUT_S):
                 for rollout in dropped:
-                    await rollout.drained()
+                    await self._ended(rollout, "cancelled")
         except TimeoutError:
             log.warning("gateway shutdown: calls still unwinding after %ss", _DRAIN_TIMEOUT_S)
         if self._reaper is not None:
@@ -175,6 +178,8 @@ class Gateway:
             raise
         self._rollouts[rollout_id] = rollout
         self.stats.rollouts_registered += 1
+        for observer in self.observers:
+            observer.rollout_registered(rollout)
         return rollout
 
     def get(self, rollout_id: str) -> Rollout:
@@ -193,14 +198,19 @@ class Gateway:
         final (each unblocked call has recorded its error).
         """
         rollout = self._drop(rollout_id, RolloutClosedError("the rollout was unregistered"))
-        await rollout.drained()
+        await self._ended(rollout, "completed")
         return rollout
 
     async def abort(self, rollout_id: str) -> Rollout:
         """Cancel a rollout's in-flight calls and end it; the shared client stays open."""
         rollout = self._drop(rollout_id, RolloutClosedError("the rollout was aborted"))
-        await rollout.drained()
+        await self._ended(rollout, "cancelled")
         return rollout
+
+    async def _ended(self, rollout: Rollout, status: str) -> None:
+        await rollout.drained()
+        for observer in self.observers:
+            observer.rollout_ended(rollout, status)
 
     def _drop(self, rollout_id: str, error: RolltapError) -> Rollout:
         rollout = self.get(rollout_id)

@@ -40,6 +40,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await call.fail(error)
     finally:
         rollout.discard(intercept)
+        for observer in gateway.observers:
+            observer.call_finished(rollout)
 
 
 async def models(request: web.Request) -> web.Response:

@@ -77,7 +77,8 @@ def _text_len(content: Any) -> int:
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):  # content parts: count the text ones
-        return sum(len(p["text"]) for p in content if isinstance(p, dict) and "text" in p)
+        texts = (p.get("text") for p in content if isinstance(p, dict))
+        return sum(len(t) for t in texts if isinstance(t, str))
     return 0
 
 
@@ -108,13 +109,14 @@ def _chosen_tool(body: dict[str, Any], messages: list[Any]) -> dict[str, Any] | 
         return None
     if messages and messages[-1].get("role") == "tool":
         return None
-    functions = [t["function"] for t in tools if isinstance(t, dict) and "function" in t]
+    candidates = [t.get("function") for t in tools if isinstance(t, dict)]
+    functions: list[dict[str, Any]] = [f for f in candidates if isinstance(f, dict)]
     if not functions:
         return None
-    if isinstance(choice, dict):  # a named function: use it when it is among the tools
-        wanted = (choice.get("function") or {}).get("name")
+    named = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(named, dict):  # a named function: use it when it is among the tools
         for fn in functions:
-            if fn.get("name") == wanted:
+            if fn.get("name") == named.get("name"):
                 return dict(fn)
     return dict(functions[0])
 

@@ -27,6 +27,15 @@ _HEALTH = b'{"status":"ok"}'
 class Simulator:
     """A simulated OpenAI-compatible model server on a local port.
 
+    Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``. Every
+    response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of the
+    SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``).
+
+    Per request, ``x-sim-fault: SPEC`` injects one fault instead of ``config.faults``
+    (see :mod:`rolltap.sim.config`), and ``x-sim-gate: NAME`` holds the request at
+    :meth:`gate` ``(NAME)`` (a stream after its first chunk) until the gate is opened.
+    ``status`` and ``reset`` faults answer at once and skip the gate.
+
     >>> async def demo() -> None:  # doctest: +SKIP
     ...     async with Simulator(SimConfig(seed=1)) as sim:
     ...         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")

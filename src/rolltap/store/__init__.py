@@ -1,5 +1,59 @@
-"""Events, the in-memory event log, and their SQL persistence."""
+"""Events, the in-memory event log, and their SQL persistence.
 
-from rolltap.store.events import FORMAT_VERSION, Event, EventKind, EventLog
+>>> async def keep(url: str, log: EventLog) -> None:
+...     async with await Store.open(url) as store:
+...         run = await store.create_run("nightly")
+...         session = await store.create_session(run.id, user="ana")
+...         await store.commit(session.id, log, status="completed", reward=1.0)
+"""
 
-__all__ = ["FORMAT_VERSION", "Event", "EventKind", "EventLog"]
+from rolltap.store.errors import (
+    ForkDependencyError,
+    SchemaVersionError,
+    StoreClosedError,
+    StoreConflictError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+    StoreValidationError,
+)
+from rolltap.store.events import FORMAT_VERSION, Event, EventKind, EventLog, LogSnapshot
+from rolltap.store.migrate import upgrade
+from rolltap.store.models import (
+    FAILED_STATUSES,
+    STATUSES,
+    CommitResult,
+    RunInfo,
+    SessionInfo,
+)
+from rolltap.store.store import Store
+from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url, resolve_store_url
+from rolltap.store.writer import InjectedFault, WriterHooks, WriterStats
+
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "FAILED_STATUSES",
+    "FORMAT_VERSION",
+    "STATUSES",
+    "STORE_ENV",
+    "CommitResult",
+    "Event",
+    "EventKind",
+    "EventLog",
+    "ForkDependencyError",
+    "InjectedFault",
+    "LogSnapshot",
+    "RunInfo",
+    "SchemaVersionError",
+    "SessionInfo",
+    "Store",
+    "StoreClosedError",
+    "StoreConflictError",
+    "StoreNotFoundError",
+    "StoreUnavailableError",
+    "StoreValidationError",
+    "WriterHooks",
+    "WriterStats",
+    "mask_url",
+    "resolve_store_url",
+    "upgrade",
+]

@@ -109,9 +109,7 @@ class EventLog:
             log._events.append(event)
         return log
 
-    def append(
-        self, kind: str, payload: Mapping[str, Any], *, ts: float | None = None
-    ) -> Event:
+    def append(self, kind: str, payload: Mapping[str, Any], *, ts: float | None = None) -> Event:
         event = Event(
             seq=len(self._events),
             kind=str(kind),

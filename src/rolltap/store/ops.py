@@ -19,9 +19,10 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import ForkDependencyError
-from rolltap.store.events import EventLog, LogSnapshot
+from rolltap.store.events import EventLog
 from rolltap.store.models import CommitResult, is_failed, is_finished
 from rolltap.store.schema import events, runs, sessions
+from rolltap.store.serialize import event_rows
 
 __all__ = ["CommitOp", "RunDelta", "SessionState", "WriteOp", "apply_commits", "apply_run_deltas"]
 
@@ -135,25 +136,40 @@ async def apply_run_deltas(conn: AsyncConnection, deltas: dict[str, RunDelta]) -
 
 
 class CommitOp(WriteOp):
-    """Persist a session's new events (or its whole rewritten history) and counters."""
+    """Persist a session's new events (or its whole rewritten history) and counters.
+
+    Built in one synchronous step from the log (snapshot, slice, serialization), so
+    appends and truncations that race with the write are seen by the next commit.
+    """
 
     def __init__(
         self,
         session_id: str,
         state: SessionState,
         log: EventLog,
-        snap: LogSnapshot,
-        rows: list[dict[str, Any]],
         *,
-        status: str,
+        status: str | None,
         reward: float | None,
     ) -> None:
         super().__init__()
-        self.session_id, self.state, self.log, self.snap = session_id, state, log, snap
-        self.rows, self.status, self.reward = rows, status, reward
-        # a rewrite that reaches below a fork point lowers it (events below stay the parent's)
+        self.session_id, self.state, self.log = session_id, state, log
+        self.snap = snap = log.snapshot(state.prefix)
+        # a rewrite reaching below a fork point lowers it: events below stay the parent's
         self.base = min(state.base, snap.changed_from) if snap.replace else state.base
         self.parent_id = state.parent_id if self.base > 0 else None
+        start = self.base if snap.replace else state.prefix
+        self.rows = event_rows(session_id, log.since(start))
+        self.status = state.status if status is None else status
+        self.reward = state.reward if reward is None else reward
+
+    @property
+    def noop(self) -> bool:
+        """Nothing to write: no new events, no rewrite, same status and reward."""
+        return not (self.rows or self.snap.replace or self.counters_change())
+
+    def counters_change(self) -> bool:
+        """Whether status or reward change (and with them the run's counters)."""
+        return self.status != self.state.status or self.reward != self.state.reward
 
     def outcome(self) -> CommitResult:
         return CommitResult(
@@ -229,7 +245,7 @@ async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: flo
     await conn.execute(_SESSION_UPDATE, [op.session_params(now) for op in ops])
     deltas: dict[str, RunDelta] = {}
     for op in ops:
-        if op.status != op.state.status or op.reward != op.state.reward:
+        if op.counters_change():
             deltas.setdefault(op.state.run_id, RunDelta()).add(op.run_delta())
     await apply_run_deltas(conn, deltas)
 

@@ -5,11 +5,10 @@ Reads never go through the writer; they see what is committed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import RowMapping, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,8 +26,8 @@ __all__ = [
     "iter_event_rows",
     "list_runs",
     "list_sessions",
-    "reading",
     "read_events",
+    "reading",
     "run_info",
     "session_info",
 ]
@@ -47,7 +46,7 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         raise translate_db_error(exc) from exc
 
 
-def run_info(m: Mapping[str, Any]) -> RunInfo:
+def run_info(m: RowMapping) -> RunInfo:
     return RunInfo(
         id=m["id"],
         name=m["name"],
@@ -61,7 +60,7 @@ def run_info(m: Mapping[str, Any]) -> RunInfo:
     )
 
 
-def session_info(m: Mapping[str, Any]) -> SessionInfo:
+def session_info(m: RowMapping) -> SessionInfo:
     return SessionInfo(
         id=m["id"],
         run_id=m["run_id"],

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import (
     DBAPIError,
@@ -87,7 +88,7 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 class Writer:
-    """Owned by a :class:`~rolltap.store.Store`; start with :meth:`start`, stop with :meth:`close`."""
+    """The serial writer a :class:`~rolltap.store.Store` owns and closes."""
 
     def __init__(
         self,
@@ -120,7 +121,7 @@ class Writer:
             self._queue.qsize(), self._transactions, self._writes, max(self._connects - 1, 0)
         )
 
-    async def submit(self, op: WriteOp) -> asyncio.Future[object]:
+    async def submit(self, op: WriteOp) -> asyncio.Future[Any]:
         """Queue ``op``; StoreBusyError if the queue stays full past the busy timeout."""
         if self._failure is not None:
             raise StoreClosedError("the store writer stopped") from self._failure
@@ -232,7 +233,8 @@ class Writer:
 
     async def _unapplied(self, conn: AsyncConnection, ops: list[WriteOp]) -> list[WriteOp]:
         """Settle the ops that already landed (a COMMIT whose answer was lost); the rest."""
-        pending, landed = [], []
+        pending: list[WriteOp] = []
+        landed: list[WriteOp] = []
         for op in ops:
             (landed if await op.applied(conn) else pending).append(op)
         await conn.rollback()

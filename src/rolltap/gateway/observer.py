@@ -1,0 +1,25 @@
+"""Hooks through which a rollout's owner follows it (e.g. to persist its events)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from rolltap.gateway.rollout import Rollout
+
+__all__ = ["RolloutObserver"]
+
+
+class RolloutObserver(Protocol):
+    """Called synchronously on the gateway's event loop: must not block.
+
+    ``rollout_ended`` comes after every in-flight call of the rollout has unwound, so
+    its event log is final. ``status`` is ``completed`` (unregistered) or ``cancelled``
+    (aborted, or the gateway shut down under it).
+    """
+
+    def rollout_registered(self, rollout: Rollout) -> None: ...
+
+    def call_finished(self, rollout: Rollout) -> None: ...
+
+    def rollout_ended(self, rollout: Rollout, status: str) -> None: ...

@@ -1,0 +1,237 @@
+"""Writes other than event commits: creating runs and sessions, imports, deletions."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
+from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
+from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
+from rolltap.store.reader import fetch_session
+from rolltap.store.schema import events, runs, sessions
+from rolltap.store.serialize import dump_doc
+
+__all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp"]
+
+_CHUNK = 500
+
+
+def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
+
+
+async def _exists(conn: AsyncConnection, table: Any, key: str) -> bool:
+    return (await conn.scalar(select(table.c.id).where(table.c.id == key))) is not None
+
+
+class CreateRunOp(WriteOp):
+    def __init__(self, run: RunInfo) -> None:
+        super().__init__()
+        self.run = run
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        r = self.run
+        await conn.execute(
+            runs.insert().values(
+                id=r.id, name=r.name, config=dump_doc(r.config), created_at=r.created_at,
+                n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0,
+            )
+        )  # fmt: skip
+
+    def outcome(self) -> RunInfo:
+        return self.run
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        return await _exists(conn, runs, self.run.id)
+
+
+class CreateSessionOp(WriteOp):
+    """Insert a session (imported ones with their status, reward and events)."""
+
+    def __init__(
+        self,
+        session: SessionInfo,
+        *,
+        rows: Sequence[dict[str, Any]] = (),
+        on_success: Callable[[SessionInfo], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.session, self.rows, self._on_success = session, rows, on_success
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        s = self.session
+        if not await _exists(conn, runs, s.run_id):
+            raise StoreNotFoundError(f"no run {s.run_id!r}")
+        if s.parent_id is not None:
+            await self._resolve_fork(conn)
+            s = self.session
+        await conn.execute(
+            sessions.insert().values(
+                id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
+                status=s.status, created_at=s.created_at, updated_at=s.updated_at,
+                n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
+                fork_at=s.fork_at, last_commit=self.token,
+            )
+        )  # fmt: skip
+        if self.rows:
+            await conn.execute(events.insert(), list(self.rows))
+        delta = RunDelta(sessions=1)
+        delta.add_status(None, s.status)
+        delta.add_reward(None, s.reward)
+        await apply_run_deltas(conn, {s.run_id: delta})
+
+    async def _resolve_fork(self, conn: AsyncConnection) -> None:
+        s = self.session
+        assert s.parent_id is not None
+        parent = await fetch_session(conn, s.parent_id)
+        fork_at = parent.n_events if s.fork_at is None else s.fork_at
+        if not 0 <= fork_at <= parent.n_events:
+            raise StoreValidationError(
+                f"fork_at {fork_at} outside parent {parent.id!r}'s {parent.n_events} events"
+            )
+        self.session = dataclasses.replace(
+            s,
+            n_events=fork_at,
+            fork_at=fork_at if fork_at else None,
+            parent_id=parent.id if fork_at else None,
+        )
+
+    def outcome(self) -> SessionInfo:
+        return self.session
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        query = select(sessions.c.last_commit).where(sessions.c.id == self.session.id)
+        return (await conn.scalar(query)) == self.token
+
+    def on_success(self) -> None:
+        if self._on_success is not None:
+            self._on_success(self.session)
+
+
+async def _descendants(conn: AsyncConnection, roots: Sequence[str]) -> list[str]:
+    """Every session forked, directly or not, from one of ``roots``."""
+    found: list[str] = []
+    seen, level = set(roots), list(roots)
+    while level:
+        children: list[str] = []
+        for chunk in _chunks(level):
+            query = select(sessions.c.id).where(sessions.c.parent_id.in_(chunk))
+            children.extend(i for i in (await conn.scalars(query)) if i not in seen)
+        seen.update(children)
+        found.extend(children)
+        level = children
+    return found
+
+
+async def _delete_sessions(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
+    """Delete sessions (a set closed under forking) and their events; their run ids."""
+    run_ids: set[str] = set()
+    for chunk in _chunks(ids):
+        run_ids.update(
+            await conn.scalars(select(sessions.c.run_id).where(sessions.c.id.in_(chunk)))
+        )
+        await conn.execute(sessions.update().where(sessions.c.id.in_(chunk)).values(parent_id=None))
+    for chunk in _chunks(ids):
+        await conn.execute(events.delete().where(events.c.session_id.in_(chunk)))
+        await conn.execute(sessions.delete().where(sessions.c.id.in_(chunk)))
+    return run_ids
+
+
+async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
+    """Recompute the counters of ``run_ids`` from their sessions (after deletions)."""
+    s = sessions.c
+    for run_id in sorted(run_ids):
+        query = select(
+            func.count(),
+            func.coalesce(func.sum(case((s.status.not_in(UNFINISHED_STATUSES), 1), else_=0)), 0),
+            func.coalesce(func.sum(case((s.status.in_(FAILED_STATUSES), 1), else_=0)), 0),
+            func.count(s.reward),
+            func.coalesce(func.sum(s.reward), 0.0),
+        ).where(s.run_id == run_id)
+        n, finished, failed, rewarded, total = (await conn.execute(query)).one()
+        await conn.execute(
+            runs.update().where(runs.c.id == run_id).values(
+                n_sessions=n, n_finished=finished, n_failed=failed,
+                n_rewarded=rewarded, reward_sum=float(total),
+            )
+        )  # fmt: skip
+
+
+class DeleteSessionOp(WriteOp):
+    """Delete a session; refused while forks depend on it unless ``cascade``."""
+
+    def __init__(
+        self, session_id: str, *, cascade: bool, forget: Callable[[list[str]], None]
+    ) -> None:
+        super().__init__()
+        self.session_id, self.cascade, self._forget = session_id, cascade, forget
+        self.deleted: list[str] = [session_id]
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        if not await _exists(conn, sessions, self.session_id):
+            raise StoreNotFoundError(f"no session {self.session_id!r}")
+        forks = await _descendants(conn, [self.session_id])
+        if forks and not self.cascade:
+            raise ForkDependencyError(
+                f"session {self.session_id!r} has {len(forks)} fork(s); delete with cascade"
+            )
+        self.deleted = [self.session_id, *forks]
+        await _recount(conn, await _delete_sessions(conn, self.deleted))
+
+    def outcome(self) -> list[str]:
+        return self.deleted
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        return not await _exists(conn, sessions, self.session_id)
+
+    def on_success(self) -> None:
+        self._forget(self.deleted)
+
+
+class DeleteRunOp(WriteOp):
+    """Delete a run, its sessions and their events (and, with ``cascade``, forks elsewhere)."""
+
+    def __init__(
+        self, run_id: str, *, cascade: bool, forget: Callable[[str, list[str]], None]
+    ) -> None:
+        super().__init__()
+        self.run_id, self.cascade, self._forget = run_id, cascade, forget
+        self.elsewhere: list[str] = []
+        self.count = 0
+
+    async def apply(self, conn: AsyncConnection, now: float) -> None:
+        if not await _exists(conn, runs, self.run_id):
+            raise StoreNotFoundError(f"no run {self.run_id!r}")
+        inside = select(sessions.c.id).where(sessions.c.run_id == self.run_id)
+        outside = select(sessions.c.id).where(
+            sessions.c.parent_id.in_(inside), sessions.c.run_id != self.run_id
+        )
+        roots = list(await conn.scalars(outside))
+        if roots and not self.cascade:
+            raise ForkDependencyError(
+                f"run {self.run_id!r}: {len(roots)} session(s) of other runs fork from it; "
+                "delete with cascade"
+            )
+        self.elsewhere = [*roots, *await _descendants(conn, roots)]
+        others = await _delete_sessions(conn, self.elsewhere)
+        mine = sessions.c.run_id == self.run_id
+        await conn.execute(sessions.update().where(mine).values(parent_id=None))
+        await conn.execute(events.delete().where(events.c.session_id.in_(inside)))
+        self.count = (await conn.execute(sessions.delete().where(mine))).rowcount
+        await conn.execute(runs.delete().where(runs.c.id == self.run_id))
+        await _recount(conn, others - {self.run_id})
+
+    def outcome(self) -> int:
+        return self.count + len(self.elsewhere)
+
+    async def applied(self, conn: AsyncConnection) -> bool:
+        return not await _exists(conn, runs, self.run_id)
+
+    def on_success(self) -> None:
+        self._forget(self.run_id, self.elsewhere)

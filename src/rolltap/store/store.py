@@ -1,0 +1,309 @@
+"""The :class:`Store`: SQL persistence of runs, sessions and their event logs.
+
+>>> async def demo(url: str) -> None:
+...     async with await Store.open(url) as store:
+...         run = await store.create_run("demo")
+...         session = await store.create_session(run.id)
+...         log = EventLog()
+...         log.append(EventKind.STATUS, {"status": "running"})
+...         await store.commit(session.id, log)  # writes event 0
+...         log.append(EventKind.REWARD, {"reward": 1.0})
+...         await store.commit(session.id, log, status="completed", reward=1.0)  # event 1 only
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rolltap.store import export, reader
+from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
+from rolltap.store.engine import create_engine
+from rolltap.store.errors import StoreNotFoundError
+from rolltap.store.events import Event, EventLog
+from rolltap.store.migrate import ensure_schema
+from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
+from rolltap.store.ops import CommitOp, SessionState, WriteOp
+from rolltap.store.url import (
+    backend_of,
+    mask_url,
+    resolve_store_url,
+    sqlite_path,
+    to_sqlalchemy_url,
+)
+from rolltap.store.writer import Writer, WriterHooks, WriterStats
+
+__all__ = ["Store"]
+
+
+class Store:
+    """Runs, sessions and event logs in SQLite, PostgreSQL or MySQL/MariaDB.
+
+    Open with ``async with await Store.open(url) as store:``. Every write goes through
+    one serial writer (one task, one connection); reads use pooled connections.
+    :meth:`commit` is incremental: only events past the persisted prefix are
+    serialized and written. One store should own a session's writes at a time.
+    """
+
+    def __init__(self, engine: AsyncEngine, writer: Writer) -> None:
+        self._engine, self._writer = engine, writer
+        self._states: dict[str, SessionState] = {}
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        upgrade: bool | None = None,
+        hooks: WriterHooks | None = None,
+        **writer_options: Any,
+    ) -> Store:
+        """Open the store at ``url`` (default: ``ROLLTAP_STORE``, else ``sqlite:///rolltap.db``).
+
+        A SQLite file is created (unless ``create=False``) and migrated automatically;
+        a server database must be at the current schema (``rolltap db upgrade``) unless
+        ``upgrade=True``. ``writer_options``: ``queue_size``, ``busy_timeout``,
+        ``max_batch``, ``reconnect_timeout`` (see :class:`~rolltap.store.writer.Writer`).
+        """
+        sa_url = to_sqlalchemy_url(resolve_store_url(url))
+        sqlite = backend_of(sa_url) == "sqlite"
+        path = sqlite_path(sa_url)
+        if sqlite and path is not None and not create and not path.exists():
+            raise StoreNotFoundError(f"no store at {path}")
+        engine = create_engine(sa_url)
+        try:
+            await ensure_schema(engine, auto_upgrade=sqlite if upgrade is None else upgrade)
+        except BaseException:
+            await engine.dispose()
+            raise
+        store = cls(engine, Writer(engine, hooks=hooks, **writer_options))
+        store._writer.start()
+        return store
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Write what is queued, stop the writer, release connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._writer.close()
+        finally:
+            await self._engine.dispose()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine (e.g. to count statements with its events)."""
+        return self._engine
+
+    @property
+    def url(self) -> str:
+        """The store URL, password masked."""
+        return mask_url(self._engine.url)
+
+    @property
+    def backend(self) -> str:
+        """``sqlite``, ``postgresql`` or ``mysql``."""
+        return backend_of(self._engine.url)
+
+    def stats(self) -> WriterStats:
+        """Queue depth, transactions, writes and reconnects of the serial writer."""
+        return self._writer.stats()
+
+    async def _write(self, op: WriteOp) -> Any:
+        return await asyncio.shield(await self._writer.submit(op))
+
+    async def create_run(
+        self, name: str | None = None, config: Mapping[str, Any] | None = None, *,
+        run_id: str | None = None, created_at: float | None = None,
+    ) -> RunInfo:  # fmt: skip
+        """Create a run: ``run = await store.create_run("gsm8k-eval", {"model": "m"})``."""
+        run = RunInfo(
+            id=check_id(run_id or uuid.uuid4().hex, "run"), name=name, config=dict(config or {}),
+            created_at=time.time() if created_at is None else created_at,
+            n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0,
+        )  # fmt: skip
+        result: RunInfo = await self._write(CreateRunOp(run))
+        return result
+
+    async def create_session(
+        self, run_id: str, *, session_id: str | None = None, user: str | None = None,
+        task: Mapping[str, Any] | None = None, parent: str | None = None,
+        fork_at: int | None = None,
+    ) -> SessionInfo:  # fmt: skip
+        """Create a session in ``run_id``; a fork of ``parent`` at ``fork_at`` when given.
+
+        A fork starts from the parent's first ``fork_at`` events (default: all of them)
+        without copying them; get its log with :meth:`load_log`, append, commit.
+
+        >>> # s = await store.create_session(run.id, parent=base.id, fork_at=12)
+        """
+        now = time.time()
+        session = SessionInfo(
+            id=check_id(session_id or uuid.uuid4().hex, "session"), run_id=run_id, user=user,
+            task=dict(task or {}), status="pending", created_at=now, updated_at=now,
+            n_events=0, reward=None, parent_id=parent, fork_at=fork_at,
+        )  # fmt: skip
+        result: SessionInfo = await self._write(CreateSessionOp(session, on_success=self._remember))
+        return result
+
+    def _remember(self, info: SessionInfo) -> None:
+        state = self._states.setdefault(info.id, SessionState("", 0, 0, None, "pending", None))
+        state.run_id, state.prefix, state.parent_id = info.run_id, info.n_events, info.parent_id
+        state.base = (info.fork_at or 0) if info.parent_id is not None else 0
+        state.status, state.reward, state.loaded = info.status, info.reward, True
+
+    async def commit(
+        self,
+        session_id: str,
+        log: EventLog,
+        *,
+        status: str | None = None,
+        reward: float | None = None,
+    ) -> CommitResult:
+        """Persist ``log``: only events past the persisted prefix, durable on return.
+
+        A history cut below the prefix is replaced whole in one transaction. Nothing
+        new (and the same status and reward) issues no statement at all.
+
+        >>> # await store.commit(session.id, log, status="completed", reward=1.0)
+        """
+        if status is not None:
+            check_status(status)
+        state = self._states.setdefault(
+            session_id, SessionState("", 0, 0, None, "pending", None, loaded=False)
+        )
+        async with state.lock:
+            if state.inflight is not None and not state.inflight.done():
+                await asyncio.wait([state.inflight])
+            if not state.loaded:
+                await self._load(session_id)
+            op = CommitOp(session_id, state, log, status=status, reward=reward)
+            if op.noop:
+                return CommitResult(session_id, len(log), 0, replaced=False, noop=True)
+            future = await self._writer.submit(op)
+            state.inflight = future
+            result: CommitResult = await asyncio.shield(future)
+            return result
+
+    async def _load(self, session_id: str) -> None:
+        try:
+            info = await self.get_session(session_id)
+        except StoreNotFoundError:
+            self._states.pop(session_id, None)
+            raise
+        self._remember(info)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what the store remembers about a session it will not write again."""
+        state = self._states.get(session_id)
+        if state is not None and not state.lock.locked():
+            del self._states[session_id]
+
+    async def load_log(self, session_id: str) -> EventLog:
+        """The session's whole history (forks resolved) as a log, ready to append to."""
+        return EventLog.from_events(await self.events(session_id))
+
+    async def events(self, session_id: str) -> list[Event]:
+        """The session's history in order, a fork's inherited prefix first."""
+        async with reader.reading(self._engine) as conn:
+            return await reader.read_events(conn, session_id)
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        async with reader.reading(self._engine) as conn:
+            return await reader.fetch_session(conn, session_id)
+
+    async def list_sessions(
+        self, run: str | None = None, status: str | None = None, *, limit: int | None = None
+    ) -> list[SessionInfo]:
+        """Sessions (of ``run``, with ``status``) in creation order."""
+        async with reader.reading(self._engine) as conn:
+            return await reader.list_sessions(conn, run=run, status=status, limit=limit)
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        async with reader.reading(self._engine) as conn:
+            return await reader.fetch_run(conn, run_id)
+
+    async def list_runs(self) -> list[RunInfo]:
+        async with reader.reading(self._engine) as conn:
+            return await reader.list_runs(conn)
+
+    async def delete_session(self, session_id: str, *, cascade: bool = False) -> list[str]:
+        """Delete a session and its events; refused while forks depend on it unless ``cascade``.
+
+        Returns the ids deleted (the session, then its forks).
+        """
+        op = DeleteSessionOp(session_id, cascade=cascade, forget=self._forget_ids)
+        result: list[str] = await self._write(op)
+        return result
+
+    async def delete_run(self, run_id: str, *, cascade: bool = False) -> int:
+        """Delete a run, its sessions and their events; the number of sessions deleted.
+
+        Refused while sessions of other runs fork from it, unless ``cascade``.
+        """
+        op = DeleteRunOp(run_id, cascade=cascade, forget=self._forget_run)
+        result: int = await self._write(op)
+        return result
+
+    def _forget_ids(self, ids: list[str]) -> None:
+        for session_id in ids:
+            self._states.pop(session_id, None)
+
+    def _forget_run(self, run_id: str, elsewhere: list[str]) -> None:
+        gone = [sid for sid, state in self._states.items() if state.run_id == run_id]
+        self._forget_ids(gone + elsewhere)
+
+    async def export_jsonl(
+        self, dest: str | Path | IO[bytes], *, run: str | None = None, session: str | None = None
+    ) -> int:
+        """Write sessions as JSONL (one per line, forks resolved), in constant memory.
+
+        Returns the number of sessions written.
+        """
+        async with reader.reading(self._engine) as conn:
+            return await export.export_jsonl(conn, dest, run=run, session=session)
+
+    async def import_jsonl(
+        self, src: str | Path | IO[bytes], *, skip_existing: bool = False
+    ) -> int:
+        """Import sessions written by :meth:`export_jsonl`; the number imported."""
+        imported = 0
+        async for run, session, rows in export.read_jsonl(src):
+            if not await self._has_run(run.id):
+                await self._write(CreateRunOp(run))
+            if skip_existing and await self._has_session(session.id):
+                continue
+            await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
+            imported += 1
+        return imported
+
+    async def _has_run(self, run_id: str) -> bool:
+        try:
+            await self.get_run(run_id)
+        except StoreNotFoundError:
+            return False
+        return True
+
+    async def _has_session(self, session_id: str) -> bool:
+        try:
+            await self.get_session(session_id)
+        except StoreNotFoundError:
+            return False
+        return True

@@ -1,0 +1,57 @@
+"""`rolltap gateway --store`: every rollout's events are committed as calls finish."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from helpers import ADMIN_TOKEN, events, openai_client, register
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.gateway import Gateway
+from rolltap.gateway.recorder import StoreRecorder
+from rolltap.sim import Simulator
+from rolltap.store import Store
+
+
+async def test_rollouts_are_persisted_incrementally_with_their_status(
+    sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+    async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
+        run = await store.create_run("standalone")
+        async with (
+            StoreRecorder(store, run.id) as recorder,
+            Gateway(
+                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
+            ) as gateway,
+        ):
+            done = await register(http, gateway, user="ana", metadata={"task": "t1"})
+            aborted = await register(http, gateway)
+            async with openai_client(done) as client:
+                for turn in range(3):
+                    await client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": f"q{turn}"}]
+                    )
+            # persisted while the rollout is still live, before it ends
+            await _until_persisted(store, done["id"], 6)
+            live = await events(http, gateway, done["id"])
+            await gateway.unregister(done["id"])
+            await gateway.abort(aborted["id"])
+        stored = await store.events(done["id"])
+        assert [e.to_dict() for e in stored] == live
+        session = await store.get_session(done["id"])
+        assert (session.status, session.user, session.n_events) == ("completed", "ana", 6)
+        assert session.task["metadata"] == {"task": "t1"}
+        assert (await store.get_session(aborted["id"])).status == "cancelled"
+        assert recorder.failures == 0
+
+
+async def _until_persisted(store: Store, session_id: str, n: int) -> None:
+    # Commits run on the recorder's tasks; wait for them through the store itself.
+    for _ in range(500):
+        if len(await store.events(session_id)) >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"session {session_id} never reached {n} persisted events")

@@ -1,0 +1,11 @@
+"""The store on SQLite, PostgreSQL and MariaDB: one class, every case, each backend."""
+
+from __future__ import annotations
+
+from cases_commit import CommitCases
+from cases_faults import FaultCases
+from cases_forks import ForkCases
+
+
+class TestStore(CommitCases, ForkCases, FaultCases):
+    """Parametrized over the three backends through the ``store_url`` fixture."""
