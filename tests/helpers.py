@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,3 +47,16 @@ def openai_client(rollout: dict[str, Any], **kwargs: Any) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
         base_url=rollout["openai_base_url"], api_key=rollout["api_key"], max_retries=0, **kwargs
     )
+
+
+async def settle(predicate: Callable[[], bool], *, spins: int = 10_000) -> None:
+    """Yield to the event loop until ``predicate()`` holds (other tasks make it true).
+
+    For state changed by tasks already running on this loop (a handler unwinding, a
+    reaper closing a server): it never waits on the clock, only lets them run.
+    """
+    for _ in range(spins):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")

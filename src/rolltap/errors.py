@@ -36,6 +36,7 @@ __all__ = [
     "RolltapError",
     "StoreBusyError",
     "StoreError",
+    "UpstreamBusyError",
     "UpstreamConnectionError",
     "UpstreamError",
     "UpstreamProtocolError",
@@ -188,6 +189,15 @@ class UpstreamStatusError(UpstreamError):
         out = super().to_dict()
         out["status"] = self.upstream_status
         return out
+
+
+class UpstreamBusyError(UpstreamError):
+    """The endpoint's cap on calls in flight is reached and its wait queue is full."""
+
+    code = "upstream_busy"
+    status = 429
+    type = "rate_limit_error"
+    retryable = True
 
 
 class UpstreamTimeoutError(UpstreamError):

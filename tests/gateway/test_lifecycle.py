@@ -9,7 +9,7 @@ import aiohttp
 import openai
 import pytest
 
-from helpers import ADMIN_HEADERS, GatewayFactory, events, openai_client, register
+from helpers import ADMIN_HEADERS, GatewayFactory, events, openai_client, register, settle
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
 
@@ -49,18 +49,9 @@ async def test_harness_disconnect_mid_stream_cancels_the_upstream_call(
         await stream.close()  # the harness goes away while the upstream holds
     await sim.wait_for(lambda s: s.disconnected == 1)
     assert sim.stats.completed == 0
-    await _wait_no_intercepts(gateway)
+    await settle(lambda: gateway.snapshot()["intercepts"] == 0)
     errors = [e for e in await events(http, gateway, rollout["id"]) if e["kind"] == "model_error"]
     assert errors[0]["payload"]["code"] == "harness_disconnected"
-
-
-async def _wait_no_intercepts(gateway: Gateway) -> None:
-    # The handler unwinds on its own task; yield to it until it has discarded the intercept.
-    for _ in range(1000):
-        if gateway.snapshot()["intercepts"] == 0:
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"intercepts still held: {gateway.snapshot()}")
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -165,8 +156,4 @@ async def test_servers_are_elastic_least_loaded_and_closed_when_idle(
     assert sixth["base_url"].startswith(gateway.servers[0].url)
     for rollout in [*rollouts[1:], sixth]:
         await gateway.unregister(rollout["id"])
-    for _ in range(1000):
-        if len(gateway.servers) == 1:
-            break
-        await asyncio.sleep(0)
-    assert len(gateway.servers) == 1  # the admin server stays
+    await settle(lambda: len(gateway.servers) == 1)  # the admin server stays

@@ -6,12 +6,11 @@ import asyncio
 import random
 
 import pytest
-
-from rolltap.store import EventLog, Store, StoreValidationError
-from rolltap.store.schema import events
+from storekit import assert_stored, count_rows, count_statements, extend, make_log
 
 from conftest import Gate, ScriptedHooks
-from storekit import assert_stored, count_rows, count_statements, extend, make_log
+from rolltap.store import EventLog, Store, StoreValidationError
+from rolltap.store.schema import events
 
 
 class CommitCases:

@@ -5,12 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from rolltap.errors import StoreBusyError, StoreError
-from rolltap.store import EventLog, Store
-from rolltap.store.schema import events
-
-from conftest import Gate, ScriptedHooks, fault
 from storekit import (
     assert_stored,
     count_rows,
@@ -20,6 +14,11 @@ from storekit import (
     own_rows,
     wait_until,
 )
+
+from conftest import Gate, ScriptedHooks, fault
+from rolltap.errors import StoreBusyError, StoreError
+from rolltap.store import EventLog, Store
+from rolltap.store.schema import events
 
 
 async def _sessions_with_logs(store: Store, n: int) -> tuple[str, dict[str, EventLog]]:
@@ -123,9 +122,7 @@ class FaultCases:
         assert store.stats().reconnects >= 2
 
     async def test_full_queue_answers_store_busy(self, store_url: str) -> None:
-        hooks = ScriptedHooks()
-        gate = Gate()
-        hooks.before.append(gate)
+        hooks, gate = ScriptedHooks(), Gate()
         async with await Store.open(
             store_url, upgrade=True, hooks=hooks, queue_size=2, busy_timeout=0.05
         ) as store:
@@ -133,6 +130,7 @@ class FaultCases:
             for log in logs.values():
                 extend(log, 1)
             ids = list(logs)
+            hooks.before.append(gate)
             held = asyncio.ensure_future(store.commit(ids[0], logs[ids[0]]))
             await gate.entered.wait()
             queued = [asyncio.ensure_future(store.commit(s, logs[s])) for s in ids[1:3]]

@@ -12,10 +12,9 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from conftest import ADMIN_URLS
 from rolltap.store import Event, EventLog, Store
 from rolltap.store.schema import events
-
-from conftest import ADMIN_URLS
 
 
 @dataclass

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from cases_cli import CliCases
 from cases_commit import CommitCases
 from cases_faults import FaultCases
 from cases_forks import ForkCases
 
 
-class TestStore(CommitCases, ForkCases, FaultCases):
+class TestStore(CommitCases, ForkCases, FaultCases, CliCases):
     """Parametrized over the three backends through the ``store_url`` fixture."""

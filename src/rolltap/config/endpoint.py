@@ -49,6 +49,11 @@ class EndpointConfig(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     max_connections: int = Field(default=256, gt=0)
+    #: cap on calls in flight to this endpoint (None: only max_connections bounds them)
+    max_inflight: int | None = Field(default=None, gt=0)
+    #: how long a call may wait for an in-flight slot, and how many may wait
+    inflight_timeout_s: float = Field(default=60.0, gt=0)
+    max_queued: int = Field(default=4096, gt=0)
 
     @field_validator("base_url")
     @classmethod

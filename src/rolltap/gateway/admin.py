@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from rolltap.errors import AuthenticationError, InvalidRequestError, MalformedJSONError
+from rolltap.gateway.limits import RolloutLimits
 from rolltap.gateway.server import GATEWAY, bearer_token, read_body
 from rolltap.gateway.stats import render_metrics
 
@@ -22,7 +23,15 @@ if TYPE_CHECKING:
 
 __all__ = ["add_admin_routes"]
 
-_REGISTER_FIELDS = {"user": str, "api_key": str, "metadata": dict, "endpoint": str}
+_REGISTER_FIELDS = {
+    "user": str,
+    "api_key": str,
+    "metadata": dict,
+    "endpoint": str,
+    "limits": dict,
+    "sampling": dict,
+}
+_LIMIT_FIELDS = {"max_turns": int, "max_tokens": int, "timeout_s": (int, float)}
 _ADMIN_BODY_LIMIT = 1024 * 1024
 
 
@@ -54,7 +63,22 @@ async def _register_args(request: web.Request) -> dict[str, Any]:
             raise InvalidRequestError("unknown field", field=name)
         if value is not None and not isinstance(value, expected):
             raise InvalidRequestError(f"must be {expected.__name__}", field=name)
-    return {k: v for k, v in body.items() if v is not None}
+    args = {k: v for k, v in body.items() if v is not None}
+    if "limits" in args:
+        args["limits"] = _limits(args["limits"])
+    return args
+
+
+def _limits(raw: dict[str, Any]) -> RolloutLimits:
+    for name, value in raw.items():
+        expected = _LIMIT_FIELDS.get(name)
+        if expected is None:
+            raise InvalidRequestError("unknown field", field=f"limits.{name}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, expected)):
+            raise InvalidRequestError("must be a number", field=f"limits.{name}")
+        if value is not None and value <= 0:
+            raise InvalidRequestError("must be positive", field=f"limits.{name}")
+    return RolloutLimits(**raw)
 
 
 async def create_rollout(request: web.Request) -> web.Response:

@@ -115,6 +115,10 @@ class ChatCall:
         if body.get("model") != model:
             rewrites.append({"field": "model", "from": body.get("model"), "to": model})
             body["model"] = model
+        for name, value in self.rollout.sampling.items():
+            if body.get(name) != value:
+                rewrites.append({"field": name, "from": body.get(name), "to": value})
+                body[name] = value
         if self.stream:
             opts = body.get("stream_options") or {}
             if not opts.get("include_usage"):
@@ -140,7 +144,15 @@ class ChatCall:
         return orjson.dumps(body)
 
     async def run(self) -> web.StreamResponse:
+        self.rollout.admit_call()
         data = self.record_request()
+        limiter = self.rollout.limiter
+        if limiter is None:
+            return await self._send(data)
+        async with limiter.slot():
+            return await self._send(data)
+
+    async def _send(self, data: bytes) -> web.StreamResponse:
         client = self.rollout.client
         headers = self.request.headers
         async with client.send(CHAT_PATH, data, headers, rollout_id=self.rollout.id) as up:
@@ -240,6 +252,7 @@ class ChatCall:
             payload["chunks"] = chunks
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
         self.stats.record_response(payload["usage"])
+        self.rollout.add_usage(payload["usage"])
 
     def record_error(self, err: RolltapError) -> None:
         payload: dict[str, Any] = {

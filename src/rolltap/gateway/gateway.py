@@ -29,6 +29,7 @@ from rolltap.errors import (
 )
 from rolltap.gateway.admin import add_admin_routes
 from rolltap.gateway.harness import add_harness_routes
+from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
 from rolltap.gateway.server import GatewayServer
@@ -57,6 +58,13 @@ class Gateway:
         if not eps:
             raise ConfigError("a gateway needs at least one endpoint")
         self._endpoints = {ep.name: ep for ep in eps}
+        self._limiters = {
+            ep.name: InflightLimiter(
+                ep.max_inflight, max_queued=ep.max_queued, timeout=ep.inflight_timeout_s
+            )
+            for ep in eps
+            if ep.max_inflight is not None
+        }
         if len(self._endpoints) != len(eps):
             raise ConfigError("endpoint names must be unique")
         self._default_endpoint = eps[0]
@@ -142,12 +150,15 @@ class Gateway:
         api_key: str | None = None,
         metadata: dict[str, Any] | None = None,
         endpoint: str | None = None,
+        limits: RolloutLimits | None = None,
+        sampling: dict[str, Any] | None = None,
     ) -> Rollout:
         """Register a rollout: lease its model client and place it on a server.
 
         ``api_key`` is a per-rollout upstream credential (memory only); without it the
-        endpoint's ``api_key_env`` is read. Raises ``ModelPoolFullError`` (retryable)
-        when every client slot is leased.
+        endpoint's ``api_key_env`` is read. ``limits`` bound the rollout's calls;
+        ``sampling`` fields are forced on each of its requests (and recorded). Raises
+        ``ModelPoolFullError`` (retryable) when every client slot is leased.
         """
         if self._state != "running":
             raise GatewayClosedError("the gateway is not running")
@@ -171,6 +182,9 @@ class Gateway:
                     server=server,
                     user=user,
                     metadata=dict(metadata or {}),
+                    limits=limits or RolloutLimits(),
+                    sampling=dict(sampling or {}),
+                    limiter=self._limiters.get(ep.name),
                 )
                 server.place(rollout)
         except BaseException:
@@ -245,6 +259,7 @@ class Gateway:
             "intercepts": sum(len(r.intercepts) for r in self._rollouts.values()),
             "server_loads": [{"url": s.url, "rollouts": s.load} for s in self._servers],
             "pool": self.pool.snapshot().as_dict(),
+            "inflight": {name: lim.snapshot() for name, lim in self._limiters.items()},
             "totals": self.stats.as_dict(),
         }
 

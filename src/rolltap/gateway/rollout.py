@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from rolltap.clients.relay import RelayClient
 from rolltap.config import EndpointConfig
-from rolltap.errors import RolloutClosedError, RolltapError
+from rolltap.errors import LimitReachedError, RolloutClosedError, RolltapError
 from rolltap.gateway.conversation import ConversationIndex
+from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.pool import Lease
 from rolltap.store.events import EventLog
 
@@ -72,11 +73,20 @@ class Rollout:
     server: GatewayServer
     user: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    limits: RolloutLimits = field(default_factory=RolloutLimits)
+    #: request fields forced on every call (temperature, max_tokens, …), recorded as rewrites
+    sampling: dict[str, Any] = field(default_factory=dict)
+    limiter: InflightLimiter | None = None
+    #: which limit ended the rollout ("max_turns", "max_tokens", "timeout"), if any
+    limit_reached: str | None = None
+    turns: int = 0
+    total_tokens: int = 0
     log: EventLog = field(default_factory=EventLog)
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
     intercepts: dict[str, Intercept] = field(default_factory=dict)
     closed: RolltapError | None = None
     created: float = field(default_factory=time.time)
+    _started: float = field(default_factory=time.monotonic)
     _inflight: int = 0
     _next_call: int = 0
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -90,6 +100,24 @@ class Rollout:
 
     def check_secret(self, presented: str) -> bool:
         return hmac.compare_digest(presented.encode(), self.secret.encode())
+
+    def admit_call(self) -> None:
+        """Count a call as a turn, or raise ``LimitReachedError`` if a limit is reached."""
+        limits, hit = self.limits, None
+        if limits.max_turns is not None and self.turns >= limits.max_turns:
+            hit = "max_turns"
+        elif limits.max_tokens is not None and self.total_tokens >= limits.max_tokens:
+            hit = "max_tokens"
+        elif limits.timeout_s is not None and time.monotonic() - self._started > limits.timeout_s:
+            hit = "timeout"
+        if hit is not None:
+            self.limit_reached = self.limit_reached or hit
+            raise LimitReachedError(f"rollout {self.id} reached its {hit} limit")
+        self.turns += 1
+
+    def add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+            self.total_tokens += usage["total_tokens"]
 
     def open_intercept(self) -> Intercept:
         if self.closed is not None:

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
 from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
-from rolltap.store.reader import fetch_session
+from rolltap.store.reader import exists, fetch_session
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import dump_doc
 
@@ -24,10 +24,6 @@ _CHUNK = 500
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
     for i in range(0, len(ids), _CHUNK):
         yield ids[i : i + _CHUNK]
-
-
-async def _exists(conn: AsyncConnection, table: Any, key: str) -> bool:
-    return (await conn.scalar(select(table.c.id).where(table.c.id == key))) is not None
 
 
 class CreateRunOp(WriteOp):
@@ -48,7 +44,7 @@ class CreateRunOp(WriteOp):
         return self.run
 
     async def applied(self, conn: AsyncConnection) -> bool:
-        return await _exists(conn, runs, self.run.id)
+        return await exists(conn, runs, self.run.id)
 
 
 class CreateSessionOp(WriteOp):
@@ -66,7 +62,7 @@ class CreateSessionOp(WriteOp):
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         s = self.session
-        if not await _exists(conn, runs, s.run_id):
+        if not await exists(conn, runs, s.run_id):
             raise StoreNotFoundError(f"no run {s.run_id!r}")
         if s.parent_id is not None:
             await self._resolve_fork(conn)
@@ -174,7 +170,7 @@ class DeleteSessionOp(WriteOp):
         self.deleted: list[str] = [session_id]
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
-        if not await _exists(conn, sessions, self.session_id):
+        if not await exists(conn, sessions, self.session_id):
             raise StoreNotFoundError(f"no session {self.session_id!r}")
         forks = await _descendants(conn, [self.session_id])
         if forks and not self.cascade:
@@ -188,7 +184,7 @@ class DeleteSessionOp(WriteOp):
         return self.deleted
 
     async def applied(self, conn: AsyncConnection) -> bool:
-        return not await _exists(conn, sessions, self.session_id)
+        return not await exists(conn, sessions, self.session_id)
 
     def on_success(self) -> None:
         self._forget(self.deleted)
@@ -206,7 +202,7 @@ class DeleteRunOp(WriteOp):
         self.count = 0
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
-        if not await _exists(conn, runs, self.run_id):
+        if not await exists(conn, runs, self.run_id):
             raise StoreNotFoundError(f"no run {self.run_id!r}")
         inside = select(sessions.c.id).where(sessions.c.run_id == self.run_id)
         outside = select(sessions.c.id).where(
@@ -231,7 +227,7 @@ class DeleteRunOp(WriteOp):
         return self.count + len(self.elsewhere)
 
     async def applied(self, conn: AsyncConnection) -> bool:
-        return not await _exists(conn, runs, self.run_id)
+        return not await exists(conn, runs, self.run_id)
 
     def on_success(self) -> None:
         self._forget(self.run_id, self.elsewhere)

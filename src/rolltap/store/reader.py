@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import RowMapping, select
+from sqlalchemy import RowMapping, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -21,6 +21,7 @@ from rolltap.store.writer import translate_db_error
 
 __all__ = [
     "EventRow",
+    "exists",
     "fetch_run",
     "fetch_session",
     "iter_event_rows",
@@ -74,6 +75,11 @@ def session_info(m: RowMapping) -> SessionInfo:
         parent_id=m["parent_id"],
         fork_at=m["fork_at"],
     )
+
+
+async def exists(conn: AsyncConnection, table: Table, key: str) -> bool:
+    """Whether ``table`` (runs or sessions) has a row with id ``key``."""
+    return (await conn.scalar(select(table.c.id).where(table.c.id == key))) is not None
 
 
 async def fetch_run(conn: AsyncConnection, run_id: str) -> RunInfo:

@@ -31,6 +31,7 @@ from rolltap.store.events import Event, EventLog
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
+from rolltap.store.schema import runs, sessions
 from rolltap.store.url import (
     backend_of,
     mask_url,
@@ -286,24 +287,13 @@ class Store:
         """Import sessions written by :meth:`export_jsonl`; the number imported."""
         imported = 0
         async for run, session, rows in export.read_jsonl(src):
-            if not await self._has_run(run.id):
+            async with reader.reading(self._engine) as conn:
+                has_run = await reader.exists(conn, runs, run.id)
+                has_session = await reader.exists(conn, sessions, session.id)
+            if not has_run:
                 await self._write(CreateRunOp(run))
-            if skip_existing and await self._has_session(session.id):
+            if skip_existing and has_session:
                 continue
             await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
             imported += 1
         return imported
-
-    async def _has_run(self, run_id: str) -> bool:
-        try:
-            await self.get_run(run_id)
-        except StoreNotFoundError:
-            return False
-        return True
-
-    async def _has_session(self, session_id: str) -> bool:
-        try:
-            await self.get_session(session_id)
-        except StoreNotFoundError:
-            return False
-        return True

@@ -1,0 +1,206 @@
+"""``rolltap db``, ``rolltap sessions`` and ``rolltap runs``: the event store from the shell.
+
+Every command takes ``--store URL`` (default ``ROLLTAP_STORE``, else ``sqlite:///rolltap.db``).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from rolltap.cli.common import console, err_console, run_async
+from rolltap.store import Store, resolve_store_url, upgrade
+from rolltap.store.models import RunInfo, SessionInfo
+from rolltap.store.transcript import describe
+from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url
+
+__all__ = ["register"]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar=STORE_ENV,
+        show_default=DEFAULT_STORE_URL,
+        help="Store URL: sqlite:///path.db, postgresql://…, mysql://… or a SQLAlchemy URL.",
+    ),
+]
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _reward(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def db_upgrade(store: StoreOpt = None) -> None:
+    """Create or migrate the store's schema to the current version."""
+    url = resolve_store_url(store)
+
+    async def main() -> None:
+        revision = await upgrade(url)
+        console.print(f"{mask_url(url)}: schema at revision {revision}")
+
+    run_async(main())
+
+
+def sessions_list(
+    store: StoreOpt = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's sessions.")] = None,
+    status: Annotated[str | None, typer.Option("--status", help="Only this status.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List sessions, oldest first."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            items = await opened.list_sessions(run, status, limit=limit)
+        if as_json:
+            _print_json([s.to_dict() for s in items])
+        else:
+            _print_sessions(items)
+
+    run_async(main())
+
+
+def _print_json(docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        typer.echo(orjson.dumps(doc).decode())
+
+
+def _print_sessions(items: list[SessionInfo]) -> None:
+    table = Table("session", "run", "user", "status", "events", "reward", "fork of", "updated")
+    for s in items:
+        fork = f"{s.parent_id}@{s.fork_at}" if s.parent_id else ""
+        table.add_row(
+            s.id, s.run_id, s.user or "", s.status, str(s.n_events), _reward(s.reward), fork,
+            _when(s.updated_at),
+        )  # fmt: skip
+    console.print(table)
+
+
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreOpt = None
+) -> None:
+    """Print a session's transcript, one line per event (a fork's inherited prefix first)."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            info = await opened.get_session(session_id)
+            history = await opened.events(session_id)
+        fork = f", fork of {info.parent_id} at {info.fork_at}" if info.parent_id else ""
+        console.print(
+            f"[bold]session {info.id}[/bold] run {info.run_id} user {info.user or '-'} "
+            f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}",
+            highlight=False,
+        )
+        for event in history:
+            line = f"{event.seq:>5} {_when(event.ts)} {event.kind:<15} {describe(event)}"
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    run_async(main())
+
+
+def sessions_export(
+    output: Annotated[str, typer.Option("-o", "--output", help="JSONL file; - for stdout.")],
+    store: StoreOpt = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session.")] = None,
+) -> None:
+    """Export sessions as JSONL: one session per line with its events, forks resolved."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            dest = sys.stdout.buffer if output == "-" else Path(output)
+            count = await opened.export_jsonl(dest, run=run, session=session)
+        err_console.print(f"exported {count} session(s)")
+
+    run_async(main())
+
+
+def sessions_import(
+    source: Annotated[Path, typer.Argument(metavar="FILE", exists=True, dir_okay=False)],
+    store: StoreOpt = None,
+    skip_existing: Annotated[
+        bool, typer.Option("--skip-existing", help="Skip sessions already stored.")
+    ] = False,
+) -> None:
+    """Import sessions from a JSONL export."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store)) as opened:
+            count = await opened.import_jsonl(source, skip_existing=skip_existing)
+        console.print(f"imported {count} session(s)")
+
+    run_async(main())
+
+
+def runs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """List runs with their session counts and mean reward."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            items = await opened.list_runs()
+        if as_json:
+            _print_json([r.to_dict() for r in items])
+        else:
+            _print_runs(items)
+
+    run_async(main())
+
+
+def _print_runs(items: list[RunInfo]) -> None:
+    table = Table("run", "name", "sessions", "finished", "failed", "mean reward", "created")
+    for r in items:
+        table.add_row(
+            r.id, r.name or "", str(r.n_sessions), str(r.n_finished), str(r.n_failed),
+            _reward(r.mean_reward), _when(r.created_at),
+        )  # fmt: skip
+    console.print(table)
+
+
+def runs_delete(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    store: StoreOpt = None,
+    cascade: Annotated[
+        bool, typer.Option("--cascade", help="Also delete other runs' forks of its sessions.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a run with its sessions and their events."""
+    if not yes:
+        typer.confirm(f"Delete run {run_id} and all its sessions?", abort=True)
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            count = await opened.delete_run(run_id, cascade=cascade)
+        console.print(f"deleted run {run_id} ({count} session(s))")
+
+    run_async(main())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``db``, ``sessions`` and ``runs`` to ``app``."""
+    db = typer.Typer(help="The store's schema.", no_args_is_help=True)
+    db.command("upgrade")(db_upgrade)
+    sessions = typer.Typer(help="Sessions (one rollout each) in the store.", no_args_is_help=True)
+    sessions.command("list")(sessions_list)
+    sessions.command("show")(sessions_show)
+    sessions.command("export")(sessions_export)
+    sessions.command("import")(sessions_import)
+    runs = typer.Typer(help="Runs (named batches of sessions) in the store.", no_args_is_help=True)
+    runs.command("list")(runs_list)
+    runs.command("delete")(runs_delete)
+    app.add_typer(db, name="db")
+    app.add_typer(sessions, name="sessions")
+    app.add_typer(runs, name="runs")

@@ -1,0 +1,88 @@
+"""The harness API: what a harness is given and what it returns, and how one is loaded.
+
+A harness is ``async def harness(task: Task, ctx: HarnessContext) -> str | HarnessResult``.
+It talks to the model only through the rollout's gateway URLs in ``ctx``; the runner
+turns what it returns (or raises) into the rollout's answer and status.
+
+>>> load_harness("chat").__name__
+'chat_harness'
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolltap.errors import ConfigError
+from rolltap.rollouts.tasks import Task
+from rolltap.store import EventLog
+
+__all__ = ["Harness", "HarnessContext", "HarnessResult", "load_harness"]
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessContext:
+    """Where a harness sends its model calls, and the rollout it belongs to.
+
+    ``api_key`` is the rollout's gateway secret (not an upstream credential).
+    ``sampling`` holds the run's sampling overrides (the gateway applies them to every
+    request; harnesses may pass them too). ``log`` is the rollout's event log: a harness
+    may append its own events (e.g. ``harness_output``).
+    """
+
+    rollout_id: str
+    openai_base_url: str
+    anthropic_base_url: str
+    api_key: str
+    model: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+    log: EventLog = field(default_factory=EventLog)
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessResult:
+    """A harness's answer, with optional extra info kept in the rollout's result."""
+
+    answer: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+Harness = Callable[[Task, HarnessContext], Awaitable["str | HarnessResult"]]
+
+
+def _builtins() -> dict[str, Harness]:
+    from rolltap.rollouts.builtin import chat_harness, tool_agent_harness
+
+    return {"chat": chat_harness, "tool-agent": tool_agent_harness}
+
+
+def load_harness(spec: str) -> Harness:
+    """A built-in harness by name (``chat``, ``tool-agent``) or ``module:function``."""
+    builtins = _builtins()
+    if spec in builtins:
+        return builtins[spec]
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        known = ", ".join(sorted(builtins))
+        raise ConfigError(f"unknown harness {spec!r}: use one of {known} or module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"harness {spec!r}: cannot import {module_name}: {exc}") from exc
+    harness = getattr(module, attr, None)
+    if not callable(harness):
+        raise ConfigError(f"harness {spec!r}: {module_name} has no callable {attr!r}")
+    result: Harness = harness
+    return result
+
+
+def answer_of(result: object) -> HarnessResult:
+    """Normalise what a harness returned; raises ``TypeError`` for anything else."""
+    if isinstance(result, HarnessResult):
+        return result
+    if isinstance(result, str):
+        return HarnessResult(result)
+    raise TypeError(f"a harness must return str or HarnessResult, not {type(result).__name__}")
