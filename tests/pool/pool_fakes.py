@@ -29,11 +29,13 @@ class FakeClient:
         close_gate: asyncio.Event | None = None,
         close_error: Exception | None = None,
         on_close: Callable[[FakeClient], None] | None = None,
+        close_yields: int = 0,
     ) -> None:
         self.name = name
         self.close_gate = close_gate
         self.close_error = close_error
         self.on_close = on_close
+        self.close_yields = close_yields
         self.close_started = asyncio.Event()
         self.close_calls = 0
         self.closed = False
@@ -45,6 +47,8 @@ class FakeClient:
             self.on_close(self)
         if self.close_gate is not None:
             await self.close_gate.wait()
+        for _ in range(self.close_yields):
+            await asyncio.sleep(0)  # a close that takes a few loop iterations
         if self.close_error is not None:
             raise self.close_error
         self.closed = True
@@ -65,6 +69,7 @@ class Builder:
         close_gate: asyncio.Event | None = None,
         close_error: Exception | None = None,
         on_close: Callable[[FakeClient], None] | None = None,
+        close_yields: int = 0,
     ) -> None:
         self.name = name
         self.gate = gate
@@ -72,6 +77,7 @@ class Builder:
         self.close_gate = close_gate
         self.close_error = close_error
         self.on_close = on_close
+        self.close_yields = close_yields
         self.calls = 0
         self.cancelled = 0
         self.started = asyncio.Event()
@@ -95,6 +101,7 @@ class Builder:
             close_gate=self.close_gate,
             close_error=self.close_error,
             on_close=self.on_close,
+            close_yields=self.close_yields,
         )
         self.built.append(client)
         return client

@@ -1,13 +1,16 @@
 """A hypothesis state machine: random borrows, releases, cancellations, evictions, aclose.
 
-Each machine drives its own pool on its own event loop (``asyncio.Runner``) and checks,
-after every step, that the bound holds, that no leased (or injected) client was ever
-closed, and that every lease the pool counts is one the test holds.
+Each machine drives its own pool on its own event loop (``asyncio.Runner``). A monitor
+runs beside every step and checks the bound at each loop iteration (and turns a hang
+into a failure); after every step the machine also checks that no leased (or injected)
+client was ever closed and that every lease the pool counts is one the test holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -18,9 +21,13 @@ from rolltap.pool import Lease, ModelClientPool
 
 from .pool_fakes import Builder, FakeClient, identity, spin
 
+T = TypeVar("T")
+
 MAX_CLIENTS = 3
 KEYS = [identity(user=f"user{i % 3}", credential=f"sk-{i // 3}") for i in range(5)]
 INJECTED = identity(user="fallback")
+ALL_KEYS = [*KEYS, INJECTED]
+MAX_LOOP_ITERATIONS = 20_000
 
 
 class PoolMachine(RuleBasedStateMachine):
@@ -32,11 +39,14 @@ class PoolMachine(RuleBasedStateMachine):
         self.violations: list[str] = []
         self.closed = False
         self.builders = {
-            key: Builder(f"k{i}", on_close=self.check_close) for i, key in enumerate(KEYS)
+            key: Builder(f"k{i}", on_close=self.check_close, close_yields=3)
+            for i, key in enumerate(KEYS)
         }
         self.injected_builder = Builder("never")
         self.external = FakeClient("external", on_close=self.check_close)
         self.pool.inject(INJECTED, self.external)
+
+    # -- helpers ------------------------------------------------------------------
 
     def check_close(self, client: FakeClient) -> None:
         if client is self.external:
@@ -46,32 +56,77 @@ class PoolMachine(RuleBasedStateMachine):
         if client.close_calls > 1:
             self.violations.append(f"{client} closed twice")
 
-    def builder_for(self, key: str) -> Builder:
-        return self.builders.get(key, self.injected_builder)
+    def check_bound(self) -> None:
+        snap = self.pool.snapshot()
+        assert snap.clients + snap.closing + snap.building <= MAX_CLIENTS, snap
+        assert self.violations == []
 
-    def record(self, outcome: object, before_clients: int, held_keys: set[str]) -> None:
-        """Check one borrow's outcome against the model and keep its lease."""
-        if isinstance(outcome, Lease):
-            assert not self.closed
-            self.held.append(outcome)
-        elif isinstance(outcome, ModelPoolFullError):
-            assert not self.closed
-            assert before_clients == len(held_keys - {INJECTED})  # nothing idle to evict
-        elif isinstance(outcome, ModelPoolClosedError):
-            assert self.closed
-        elif not isinstance(outcome, asyncio.CancelledError):
-            raise AssertionError(f"unexpected borrow outcome {outcome!r}")
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run one step on the machine's loop, checking the bound at every iteration."""
 
-    @rule(k=st.integers(0, len(KEYS)))
-    def borrow(self, k: int) -> None:
-        key = KEYS[k] if k < len(KEYS) else INJECTED
-        before, held_keys = self.pool.snapshot().clients, {lease.key for lease in self.held}
-        outcome: object
+        async def monitored() -> T:
+            task = asyncio.create_task(coro)
+            for _ in range(MAX_LOOP_ITERATIONS):
+                self.check_bound()
+                if task.done():
+                    return task.result()
+                await asyncio.sleep(0)
+            task.cancel()
+            raise AssertionError("the pool made no progress")
+
+        return self.runner.run(monitored())
+
+    async def checked_borrow(self, key: str, holder: str) -> object:
+        """Borrow; a refusal is returned (and checked at the instant it is raised)."""
         try:
-            outcome = self.runner.run(self.pool.borrow(key, self.builder_for(key), holder="s"))
-        except (ModelPoolFullError, ModelPoolClosedError) as err:
-            outcome = err
-        self.record(outcome, before, held_keys)
+            return await self.pool.borrow(
+                key, self.builders.get(key, self.injected_builder), holder=holder
+            )
+        except ModelPoolFullError as err:
+            snap = self.pool.snapshot()
+            assert snap.clients + snap.building + snap.closing == MAX_CLIENTS, snap
+            assert not self.closed
+            return err
+        except ModelPoolClosedError as err:
+            assert self.closed
+            return err
+
+    def keep(self, outcomes: list[object]) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, Lease):
+                self.held.append(outcome)
+            elif not isinstance(outcome, ModelPoolFullError | ModelPoolClosedError):
+                assert isinstance(outcome, asyncio.CancelledError), outcome
+
+    def release_all(self) -> None:
+        while self.held:
+            self.held.pop().release()
+
+    # -- rules --------------------------------------------------------------------
+
+    @rule(k=st.integers(0, len(ALL_KEYS) - 1))
+    def borrow(self, k: int) -> None:
+        idle_owned = self.pool.snapshot().clients - len(
+            {lease.key for lease in self.held} - {INJECTED}
+        )
+        outcome = self.run(self.checked_borrow(ALL_KEYS[k], "seq"))
+        if isinstance(outcome, ModelPoolFullError):
+            assert idle_owned == 0  # an idle client would have been evicted instead
+        self.keep([outcome])
+
+    @rule(ks=st.lists(st.integers(0, len(ALL_KEYS) - 1), min_size=2, max_size=6), c=st.integers())
+    def borrow_concurrently(self, ks: list[int], c: int) -> None:
+        async def scenario() -> list[object]:
+            tasks = [
+                asyncio.create_task(self.checked_borrow(ALL_KEYS[k], f"c{i}"))
+                for i, k in enumerate(ks)
+            ]
+            await spin(1 + c % 3)
+            if c % 2:
+                tasks[c % len(tasks)].cancel()
+            return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+        self.keep(self.run(scenario()))
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 1000), twice=st.booleans())
@@ -83,15 +138,13 @@ class PoolMachine(RuleBasedStateMachine):
 
     @rule(k=st.integers(0, len(KEYS) - 1), n=st.integers(2, 4), victim=st.integers(0, 3))
     def cancel_one_during_build(self, k: int, n: int, victim: int) -> None:
-        key, builder = KEYS[k], self.builders[KEYS[k]]
-        before, held_keys = self.pool.snapshot().clients, {lease.key for lease in self.held}
+        builder = self.builders[KEYS[k]]
 
         async def scenario() -> list[object]:
             builder.gate = asyncio.Event()
             try:
                 tasks = [
-                    asyncio.create_task(self.pool.borrow(key, builder, holder=f"c{i}"))
-                    for i in range(n)
+                    asyncio.create_task(self.checked_borrow(KEYS[k], f"b{i}")) for i in range(n)
                 ]
                 await spin(3)
                 tasks[victim % n].cancel()
@@ -100,12 +153,11 @@ class PoolMachine(RuleBasedStateMachine):
             finally:
                 builder.gate = None
 
-        for outcome in self.runner.run(scenario()):
-            self.record(outcome, before, held_keys)
+        self.keep(self.run(scenario()))
 
     @rule()
     def let_background_work_run(self) -> None:
-        self.runner.run(spin(5))
+        self.run(spin(5))
 
     @rule(release_first=st.booleans())
     def aclose(self, release_first: bool) -> None:
@@ -118,21 +170,18 @@ class PoolMachine(RuleBasedStateMachine):
             self.release_all()
             await closer
 
-        self.runner.run(scenario())
+        self.run(scenario())
         self.closed = True
         for builder in self.builders.values():
             assert all(client.closed and client.close_calls == 1 for client in builder.built)
 
-    def release_all(self) -> None:
-        while self.held:
-            self.held.pop().release()
+    # -- invariants ---------------------------------------------------------------
 
     @invariant()
     def bounded_and_accounted(self) -> None:
+        self.check_bound()
         snap = self.pool.snapshot()
-        assert snap.clients + snap.closing + snap.building <= MAX_CLIENTS
         assert snap.leases == len(self.held)
-        assert self.violations == []
         assert all(lease.client.close_calls == 0 for lease in self.held)
         assert snap.constructions == sum(b.calls for b in self.builders.values())
         assert self.injected_builder.calls == 0
@@ -142,7 +191,7 @@ class PoolMachine(RuleBasedStateMachine):
         try:
             if not self.closed:
                 self.release_all()
-                self.runner.run(self.pool.aclose())
+                self.run(self.pool.aclose())
         finally:
             self.runner.close()
 

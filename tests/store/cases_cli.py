@@ -28,8 +28,8 @@ async def _populate(url: str) -> tuple[str, str, str]:
         run = await store.create_run("cli-run", {"model": "m"})
         base = await store.create_session(run.id, user="ana", task={"prompt": "1, 2, 3,"})
         log = EventLog()
-        log.append("model_request", {"dialect": "openai_chat", "stream": False,
-                                     "messages": [{"role": "user", "content": "1, 2, 3,"}]})  # fmt: skip
+        messages = [{"role": "user", "content": "1, 2, 3,"}]
+        log.append("model_request", {"dialect": "openai_chat", "messages": messages})
         log.append("model_response", {"status": 200, "message": {"content": " 4, 5,"}})
         log.append("reward", {"reward": 1.0})
         await store.commit(base.id, log, status="completed", reward=1.0)

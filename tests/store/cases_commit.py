@@ -6,9 +6,16 @@ import asyncio
 import random
 
 import pytest
-from storekit import assert_stored, count_rows, count_statements, extend, make_log
+from storekit import (
+    Gate,
+    ScriptedHooks,
+    assert_stored,
+    count_rows,
+    count_statements,
+    extend,
+    make_log,
+)
 
-from conftest import Gate, ScriptedHooks
 from rolltap.store import EventLog, Store, StoreValidationError
 from rolltap.store.schema import events
 
@@ -141,4 +148,3 @@ class CommitCases:
 def _unserializable(log: EventLog) -> EventLog:
     log.append("note", {"bad": object()})
     return log
-

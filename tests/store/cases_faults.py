@@ -6,16 +6,18 @@ import asyncio
 
 import pytest
 from storekit import (
+    Gate,
+    ScriptedHooks,
     assert_stored,
     count_rows,
     extend,
+    fault,
     kill_store_connections,
     make_log,
     own_rows,
     wait_until,
 )
 
-from conftest import Gate, ScriptedHooks, fault
 from rolltap.errors import StoreBusyError, StoreError
 from rolltap.store import EventLog, Store
 from rolltap.store.schema import events

@@ -10,22 +10,21 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
+from storekit import ADMIN_URLS, ScriptedHooks
 
-from rolltap.store import InjectedFault, Store, WriterHooks
-from rolltap.store.ops import WriteOp
+from rolltap.store import Store
 
 BACKENDS = ["sqlite", "postgresql", "mariadb"]
-ADMIN_URLS = {
-    "postgresql": "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
-    "mariadb": "mysql+asyncmy://root@127.0.0.1:3306/test",
+SCHEMES = {
+    "postgresql": "postgresql://postgres@127.0.0.1:5432",
+    "mariadb": "mysql://root@127.0.0.1:3306",
 }
-SCHEMES = {"postgresql": "postgresql://postgres@127.0.0.1:5432", "mariadb": "mysql://root@127.0.0.1:3306"}
 _unreachable: dict[str, str] = {}
 
 
@@ -73,40 +72,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
     yield from fresh_database(backend)
-
-
-class ScriptedHooks(WriterHooks):
-    """Writer hooks a test programs: each queued action runs once, in order."""
-
-    def __init__(self) -> None:
-        self.before: list[Callable[[], Awaitable[None]]] = []
-        self.after: list[Callable[[], Awaitable[None]]] = []
-
-    async def before_commit(self, ops: Sequence[WriteOp]) -> None:
-        if self.before:
-            await self.before.pop(0)()
-
-    async def after_commit(self, ops: Sequence[WriteOp]) -> None:
-        if self.after:
-            await self.after.pop(0)()
-
-
-class Gate:
-    """Holds the writer inside a transaction until the test opens it."""
-
-    def __init__(self) -> None:
-        self.entered, self.opened = asyncio.Event(), asyncio.Event()
-
-    async def __call__(self) -> None:
-        self.entered.set()
-        await self.opened.wait()
-
-
-def fault(*, transient: bool) -> Callable[[], Awaitable[None]]:
-    async def action() -> None:
-        raise InjectedFault("injected", transient=transient)
-
-    return action
 
 
 @pytest.fixture

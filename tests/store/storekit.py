@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,9 +12,50 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from conftest import ADMIN_URLS
-from rolltap.store import Event, EventLog, Store
+from rolltap.store import Event, EventLog, InjectedFault, Store, WriterHooks
+from rolltap.store.ops import WriteOp
 from rolltap.store.schema import events
+
+ADMIN_URLS = {
+    "postgresql": "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
+    "mariadb": "mysql+asyncmy://root@127.0.0.1:3306/test",
+}
+
+
+class ScriptedHooks(WriterHooks):
+    """Writer hooks a test programs: each queued action runs once, in order."""
+
+    def __init__(self) -> None:
+        self.before: list[Callable[[], Awaitable[None]]] = []
+        self.after: list[Callable[[], Awaitable[None]]] = []
+
+    async def before_commit(self, ops: Sequence[WriteOp]) -> None:
+        if self.before:
+            await self.before.pop(0)()
+
+    async def after_commit(self, ops: Sequence[WriteOp]) -> None:
+        if self.after:
+            await self.after.pop(0)()
+
+
+class Gate:
+    """Holds the writer inside a transaction until the test opens it."""
+
+    def __init__(self) -> None:
+        self.entered, self.opened = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.entered.set()
+        await self.opened.wait()
+
+
+def fault(*, transient: bool) -> Callable[[], Awaitable[None]]:
+    """A hook action raising an injected fault (transient: acts like a lost connection)."""
+
+    async def action() -> None:
+        raise InjectedFault("injected", transient=transient)
+
+    return action
 
 
 @dataclass

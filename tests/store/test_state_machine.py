@@ -16,12 +16,10 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+from storekit import ScriptedHooks, as_tuples, fault
 
 from rolltap.errors import StoreError
 from rolltap.store import Event, EventLog, ForkDependencyError, Store
-
-from conftest import ScriptedHooks, fault
-from storekit import as_tuples
 
 T = TypeVar("T")
 _ids = itertools.count()
@@ -52,6 +50,10 @@ def _machine(runner: asyncio.Runner, store: Store, hooks: ScriptedHooks) -> type
             self.run_id = call(store.create_run()).id
             self.models: dict[str, Model] = {}
             self._new_session(None, 0)
+            root = next(iter(self.models))
+            self._extend(self.models[root].log, 4)
+            call(store.commit(root, self.models[root].log))
+            self.models[root].committed = list(self.models[root].log)
 
         def _new_session(self, parent: str | None, fork_at: int) -> None:
             info = call(store.create_session(self.run_id, parent=parent, fork_at=fork_at))
@@ -61,24 +63,31 @@ def _machine(runner: asyncio.Runner, store: Store, hooks: ScriptedHooks) -> type
                 self.models[parent].children.append(info.id)
 
         def _pick(self, data: st.DataObject) -> str:
-            return data.draw(st.sampled_from(sorted(self.models)))
+            return data.draw(st.sampled_from(list(self.models)))  # creation order
 
-        @rule(data=st.data(), n=st.integers(1, 4))
-        def append(self, data: st.DataObject, n: int) -> None:
-            log = self.models[self._pick(data)].log
+        @staticmethod
+        def _extend(log: EventLog, n: int) -> None:
             for _ in range(n):
                 log.append("note", {"id": next(_ids), "text": "é" * (next(_ids) % 3)})
 
-        @rule(data=st.data())
-        def truncate(self, data: st.DataObject) -> None:
+        @rule(data=st.data(), n=st.integers(1, 5))
+        def append(self, data: st.DataObject, n: int) -> None:
+            self._extend(self.models[self._pick(data)].log, n)
+
+        @rule(data=st.data(), regrow=st.integers(0, 5))
+        def rewind(self, data: st.DataObject, regrow: int) -> None:
+            """Cut the history back (a rollout resumed from an earlier point), maybe regrow it."""
             log = self.models[self._pick(data)].log
             log.truncate(data.draw(st.integers(0, len(log))))
+            self._extend(log, regrow)
 
         @rule(data=st.data())
         def fork(self, data: st.DataObject) -> None:
             parent = self._pick(data)
             if len(self.models) < 5:
-                self._new_session(parent, data.draw(st.integers(0, len(self.models[parent].committed))))
+                self._new_session(
+                    parent, data.draw(st.integers(0, len(self.models[parent].committed)))
+                )
 
         @rule(data=st.data())
         def back_to_committed(self, data: st.DataObject) -> None:

@@ -17,9 +17,9 @@ app = typer.Typer(
 def _register_commands() -> None:
     # Each command module adds its own commands; imported here so `rolltap --help`
     # lists them all.
-    from rolltap.cli import gateway_cmd, local_cmd, sim_cmd, store_cmd
+    from rolltap.cli import eval_cmd, gateway_cmd, local_cmd, sim_cmd, store_cmd
 
-    for module in (gateway_cmd, sim_cmd, local_cmd, store_cmd):
+    for module in (eval_cmd, gateway_cmd, sim_cmd, local_cmd, store_cmd):
         module.register(app)
 
 

@@ -1,1 +1,44 @@
-"""rolltap.rollouts."""
+"""Rollouts: tasks, harnesses, rewards and the runner behind ``rolltap eval``.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     result = await evaluate("examples/patterns.jsonl", harness="chat", rewards=["prefix"])
+...     print(result.summary)
+"""
+
+from rolltap.rollouts.api import Hooks, RunResult, evaluate, execute, resume
+from rolltap.rollouts.config import LimitsConfig, RunConfig, load_run_config
+from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult, load_harness
+from rolltap.rollouts.results import RolloutResult
+from rolltap.rollouts.rewards import BUILTIN_REWARDS, RewardSpec, Scorer, parse_reward_spec
+from rolltap.rollouts.runner import Runner, WorkItem
+from rolltap.rollouts.subprocess_harness import command_harness
+from rolltap.rollouts.summary import PASS_THRESHOLD, pass_at_k, summarize
+from rolltap.rollouts.tasks import Task, load_tasks
+
+__all__ = [
+    "BUILTIN_REWARDS",
+    "PASS_THRESHOLD",
+    "Harness",
+    "HarnessContext",
+    "HarnessResult",
+    "Hooks",
+    "LimitsConfig",
+    "RewardSpec",
+    "RolloutResult",
+    "RunConfig",
+    "RunResult",
+    "Runner",
+    "Scorer",
+    "Task",
+    "WorkItem",
+    "command_harness",
+    "evaluate",
+    "execute",
+    "load_harness",
+    "load_run_config",
+    "load_tasks",
+    "parse_reward_spec",
+    "pass_at_k",
+    "resume",
+    "summarize",
+]

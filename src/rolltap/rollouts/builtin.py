@@ -105,6 +105,7 @@ async def tool_agent_harness(task: Task, ctx: HarnessContext) -> HarnessResult:
             messages.append(message.model_dump(exclude_none=True))
             for call in calls:
                 tool_calls += 1
-                result = _run_tool(call.function.arguments)
+                arguments = call.function.arguments if call.type == "function" else ""
+                result = _run_tool(arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return HarnessResult("", {"tool_calls": tool_calls, "exhausted": True})

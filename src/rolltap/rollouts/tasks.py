@@ -99,9 +99,7 @@ def _parquet_rows(path: Path) -> Iterable[tuple[int, Any]]:
     try:
         import pyarrow.parquet as pq  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        raise ConfigError(
-            f"{path}: reading Parquet needs pyarrow: pip install pyarrow"
-        ) from exc
+        raise ConfigError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow") from exc
     try:
         rows: list[Any] = pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:

@@ -20,7 +20,9 @@ from rolltap.sim.wire import error_response, reset_connection, send
 
 __all__ = ["ChatHandler"]
 
-_CACHE_LIMIT = 4096
+# Bounds on the answer cache: entries, and bytes held by bodies and rendered answers.
+_CACHE_ENTRIES = 4096
+_CACHE_BYTES = 64 * 1024 * 1024
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
@@ -57,6 +59,7 @@ class ChatHandler:
         self._rng = random.Random(config.seed)
         # Answers depend only on the body bytes, so repeated bodies skip all generation.
         self._plans: dict[bytes, Plan] = {}
+        self._cached_bytes = 0
         #: set while the simulator shuts down: cancellations then are not client disconnects
         self.closing = False
 
@@ -127,10 +130,18 @@ class ChatHandler:
                 plan = plan_for(answer_for(body, self._config))
             except BadRequest as exc:
                 raise _Refused(error_response(400, str(exc), "invalid_request", headers)) from None
-            if len(self._plans) >= _CACHE_LIMIT:
-                self._plans.clear()
-            self._plans[raw] = plan
+            self._remember(raw, plan)
         return plan
+
+    def _remember(self, raw: bytes, plan: Plan) -> None:
+        size = len(raw) + plan.nbytes
+        if size > _CACHE_BYTES // 16:
+            return  # huge bodies or answers: generating again is cheap next to sending them
+        if len(self._plans) >= _CACHE_ENTRIES or self._cached_bytes + size > _CACHE_BYTES:
+            self._plans.clear()
+            self._cached_bytes = 0
+        self._plans[raw] = plan
+        self._cached_bytes += size
 
     def _pick_fault(self, header: str | None, headers: dict[str, str]) -> FaultSpec | None:
         if header is not None:

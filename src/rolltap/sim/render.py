@@ -73,6 +73,12 @@ class Plan:
     #: how many leading events carry tokens (these are paced at tokens_per_s)
     token_events: int
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held by the rendered bytes (for bounding caches)."""
+        rendered = (self.body, self.joined, *self.events)
+        return sum(len(part) for template in rendered for part in template.parts)
+
 
 def _logprob_entry(token: str, logprob: float) -> dict[str, Any]:
     return {"token": token, "logprob": logprob, "bytes": list(token.encode()), "top_logprobs": []}

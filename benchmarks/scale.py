@@ -1,0 +1,132 @@
+"""Scale benchmark: one wave of C concurrent 3-turn ``chat`` rollouts against the simulator.
+
+Each run is ``-n 1 -r C -c C``. The simulator's latency keeps the total call rate near
+150 calls/s at C=2048 (4 s to first token, then 100 tokens at 10 tok/s: 14 s a call,
+42 s a rollout). Prints a table (and writes scale.png when matplotlib is present):
+wall time / ideal, errors, upstream connections, threads, RSS, open files, and the
+median model-call latency by rollout start quartile (q1 = the first quarter admitted).
+
+    python benchmarks/scale.py            # C = 512, 1024, 2048 (minutes)
+    python benchmarks/scale.py --quick    # C = 32, 64, 128 with short latency
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from rolltap.config import EndpointConfig
+from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts.results import RolloutResult
+from rolltap.sim import SimConfig, Simulator
+
+TURNS = 3
+
+
+def _raise_nofile() -> int:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def _quartiles(results: list[RolloutResult]) -> list[float | None]:
+    ordered = sorted(results, key=lambda r: r.started_s)
+    size = max(1, len(ordered) // 4)
+    out: list[float | None] = []
+    for q in range(4):
+        part = ordered[q * size : (q + 1) * size if q < 3 else None]
+        calls = [ms for r in part for ms in r.calls.latencies_ms]
+        out.append(statistics.median(calls) if calls else None)
+    return out
+
+
+async def one_wave(c: int, sim_config: SimConfig, store_dir: Path) -> dict[str, Any]:
+    """Run one wave of ``c`` rollouts; the measurements."""
+    proc = psutil.Process()
+    task = Task(id="t", messages=[{"role": "user", "content": f"q{i}"} for i in range(TURNS)],
+                info={"regex": "."})  # fmt: skip
+    async with Simulator(sim_config) as sim:
+        endpoint = EndpointConfig(base_url=sim.base_url, model="sim", max_connections=c)
+        t0 = time.perf_counter()
+        result = await evaluate(
+            [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
+            store=f"sqlite:///{store_dir}/scale-{c}.db",
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+        connections = sim.stats.connections
+    per_call = sim_config.ttft_ms / 1000 + sim_config.completion_tokens / sim_config.tokens_per_s
+    ideal = TURNS * per_call
+    return {
+        "C": c,
+        "wall_s": wall,
+        "wall/ideal": wall / ideal,
+        "errors": sum(r.status != "completed" for r in result.results),
+        "connections": connections,
+        "threads": max(threading.active_count(), proc.num_threads()),
+        "rss_mb": proc.memory_info().rss / 2**20,
+        "open_files": proc.num_fds(),
+        "q_latency_ms": _quartiles(result.results),
+    }
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    head = f"{'C':>6} {'wall s':>8} {'/ideal':>7} {'errors':>6} {'conns':>6} {'threads':>7} "
+    print(head + f"{'RSS MB':>7} {'fds':>5}  call latency ms by start quartile q1..q4")
+    for r in rows:
+        qs = " ".join(f"{q:8.0f}" if q is not None else "       -" for q in r["q_latency_ms"])
+        print(
+            f"{r['C']:>6} {r['wall_s']:>8.1f} {r['wall/ideal']:>7.2f} {r['errors']:>6} "
+            f"{r['connections']:>6} {r['threads']:>7} {r['rss_mb']:>7.0f} {r['open_files']:>5}  "
+            + qs
+        )
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return
+    fig, ax = plt.subplots()
+    for r in rows:
+        ax.plot(["q1", "q2", "q3", "q4"], r["q_latency_ms"], marker="o", label=f"C={r['C']}")
+    ax.set_ylabel("median model-call latency (ms)")
+    ax.legend()
+    fig.savefig(path)
+    print(f"wrote {path}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small C and short latency")
+    parser.add_argument("--sizes", type=int, nargs="*", help="C values to run")
+    args = parser.parse_args()
+    if args.quick:
+        sizes, sim = [32, 64, 128], SimConfig(ttft_ms=200, tokens_per_s=200, completion_tokens=20)
+    else:
+        sizes, sim = [512, 1024, 2048], SimConfig(ttft_ms=4000, tokens_per_s=10,
+                                                  completion_tokens=100)  # fmt: skip
+    print(f"RLIMIT_NOFILE raised to {_raise_nofile()}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in args.sizes or sizes:
+            rows.append(await one_wave(c, sim, Path(tmp)))
+            _print(rows[-1:])
+    print()
+    _print(rows)
+    _plot(rows, Path("scale.png"))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

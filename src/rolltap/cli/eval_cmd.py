@@ -1,0 +1,163 @@
+"""``rolltap eval`` (run a harness over a task set) and ``rolltap compare A B``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from rolltap.cli.common import console, err_console, run_async
+from rolltap.rollouts import Hooks, RunConfig, Runner, RunResult, execute, load_run_config
+from rolltap.rollouts import resume as resume_run
+from rolltap.rollouts.compare import summarize_run
+from rolltap.rollouts.report import ProgressReporter, render_compare, render_summary
+from rolltap.store import Store, resolve_store_url
+
+__all__ = ["register"]
+
+#: exit status of a run stopped by Ctrl-C (as a shell reports SIGINT)
+EXIT_INTERRUPTED = 130
+
+
+class _Stopper:
+    """Ctrl-C stops admitting and cancels in-flight rollouts (once the runner exists)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.runner: Runner | None = None
+
+    def attach(self, runner: Runner) -> None:
+        self.runner = runner
+        if self.requested:
+            runner.stop()
+
+    def __call__(self) -> None:
+        if not self.requested:
+            err_console.print("stopping: cancelling rollouts in flight (state is kept)")
+        self.requested = True
+        if self.runner is not None:
+            self.runner.stop()
+
+
+async def _eval(config: RunConfig, resume: str | None, as_json: bool) -> RunResult:
+    stopper = _Stopper()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stopper)
+    try:
+        with ProgressReporter(err_console) as progress:
+            hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
+                          on_plan=progress.plan)  # fmt: skip
+            if resume is not None:
+                overrides = {"c": config.c} if config.c != RunConfig().c else {}
+                result = await resume_run(
+                    resume, store=config.store, overrides=overrides, hooks=hooks
+                )
+            else:
+                result = await execute(config, hooks=hooks)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    _report(result, config, as_json)
+    return result
+
+
+def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
+    if as_json:
+        body = {"run_id": result.run_id, "interrupted": result.interrupted, **result.summary}
+        sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        render_summary(console, result.run_id, result.summary)
+    if result.interrupted:
+        store = f" --store {config.store}" if config.store else ""
+        err_console.print(
+            f"interrupted: finish it with  rolltap eval --resume {result.run_id}{store}"
+        )
+
+
+def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[str, Any] | None:
+    sampling: dict[str, Any] = {}
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    if sample_max_tokens is not None:
+        sampling["max_tokens"] = sample_max_tokens
+    return sampling or None
+
+
+def eval_command(
+    tasks: Annotated[str | None, typer.Argument(help="Tasks file (JSONL or Parquet)")] = None,
+    harness: Annotated[
+        str | None, typer.Option(help="Built-in harness (chat, tool-agent) or module:function")
+    ] = None,
+    cmd: Annotated[str | None, typer.Option(help="Run this shell command as the harness")] = None,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Upstream URL or \\[endpoints] name; omitted: local model")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Env var with the API key")] = None,
+    n: Annotated[int | None, typer.Option("-n", help="First N tasks")] = None,
+    r: Annotated[int | None, typer.Option("-r", help="Rollouts per task \\[1]")] = None,
+    c: Annotated[int | None, typer.Option("-c", help="Rollouts at once \\[16]")] = None,
+    reward: Annotated[
+        list[str] | None, typer.Option(help="NAME[=WEIGHT], repeatable \\[contains]")
+    ] = None,
+    store: Annotated[str | None, typer.Option(help="Store URL \\[sqlite:///rolltap.db]")] = None,
+    config: Annotated[str | None, typer.Option(help="TOML run config")] = None,
+    resume: Annotated[str | None, typer.Option(help="Finish the unfinished rollouts")] = None,
+    shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle tasks")] = False,
+    seed: Annotated[int | None, typer.Option(help="Shuffle seed \\[0]")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Per-rollout timeout (s)")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Per-rollout model-call limit")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Per-rollout token limit")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
+    sample_max_tokens: Annotated[int | None, typer.Option(help="max_tokens per call")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
+    base = load_run_config(config) if config else RunConfig()
+    limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
+    limits = {**base.limits.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
+    sampling = _sampling(temperature, sample_max_tokens)
+    merged = base.merged(
+        {
+            "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": endpoint,
+            "model": model, "api_key_env": api_key_env, "n": n, "r": r, "c": c,
+            "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
+            "limits": limits, "sampling": {**base.sampling, **sampling} if sampling else None,
+        }
+    )  # fmt: skip
+    outcome: list[RunResult] = []
+
+    async def main() -> None:
+        outcome.append(await _eval(merged, resume, as_json))
+
+    run_async(main())
+    if outcome and outcome[0].interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def compare_command(
+    run_a: Annotated[str, typer.Argument(help="First run id")],
+    run_b: Annotated[str, typer.Argument(help="Second run id")],
+    store: Annotated[str | None, typer.Option(help="Store URL \\[sqlite:///rolltap.db]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Two runs' summaries side by side (reward, pass@k, statuses, tokens, latency)."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            runs = {rid: await summarize_run(opened, rid) for rid in (run_a, run_b)}
+        if as_json:
+            sys.stdout.write(orjson.dumps(runs, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            render_compare(console, runs)
+
+    run_async(main())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``eval`` and ``compare`` to ``app``."""
+    app.command("eval")(eval_command)
+    app.command("compare")(compare_command)

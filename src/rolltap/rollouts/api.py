@@ -1,0 +1,211 @@
+"""The Python API: ``await evaluate(...)`` and ``await resume(run_id)``.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     result = await evaluate("examples/patterns.jsonl", harness="chat", r=2, c=8,
+...                             rewards=["prefix"], sampling={"temperature": 0, "max_tokens": 8})
+...     print(result.run_id, result.summary["reward"]["mean"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import ConfigError
+from rolltap.gateway import Gateway, RolloutLimits
+from rolltap.local import LocalModel
+from rolltap.rollouts.config import LimitsConfig, RunConfig
+from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.persist import CommitObserver
+from rolltap.rollouts.results import RolloutResult
+from rolltap.rollouts.rewards import Scorer, parse_reward_spec
+from rolltap.rollouts.runner import Runner, WorkItem
+from rolltap.rollouts.subprocess_harness import command_harness
+from rolltap.rollouts.summary import summarize
+from rolltap.rollouts.tasks import Task, load_tasks
+from rolltap.rollouts.workplan import plan_resume
+from rolltap.store import Store
+
+__all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A finished (or interrupted) run: its id, every rollout and the summary."""
+
+    run_id: str
+    results: list[RolloutResult]
+    summary: dict[str, Any]
+    interrupted: bool = False
+
+
+@dataclass(slots=True)
+class Hooks:
+    """Callbacks for a front end: each result as it lands, and the runner once built."""
+
+    on_result: Callable[[RolloutResult], None] | None = None
+    on_runner: Callable[[Runner], None] | None = None
+    on_plan: Callable[[str, int], None] | None = None
+    gateway_settings: GatewaySettings | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _harness_of(config: RunConfig, harness: Harness | None) -> Harness:
+    if harness is not None:
+        return harness
+    if config.cmd is not None:
+        return command_harness(config.cmd)
+    if config.harness is None:
+        raise ConfigError("give a harness (--harness NAME|module:function) or --cmd")
+    return load_harness(config.harness)
+
+
+#: sampling used with the built-in local model when the run sets none (a small base
+#: model rambles: keep calls short and deterministic)
+LOCAL_SAMPLING: dict[str, Any] = {"temperature": 0.0, "max_tokens": 16}
+
+
+@asynccontextmanager
+async def _endpoint(
+    config: RunConfig, given: EndpointConfig | None
+) -> AsyncIterator[EndpointConfig]:
+    endpoint = given or config.endpoint_config()
+    if endpoint is not None:
+        yield endpoint
+        return
+    async with LocalModel() as model:
+        yield EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+
+
+def _limits(config: LimitsConfig) -> RolloutLimits | None:
+    if not config.is_set():
+        return None
+    return RolloutLimits(config.max_turns, config.max_tokens, config.timeout_s)
+
+
+async def _run_on(
+    store: Store, run_id: str, items: list[WorkItem], config: RunConfig, ctx: _Context
+) -> list[RolloutResult]:
+    scorer = Scorer([parse_reward_spec(spec) for spec in config.rewards])
+    harness = _harness_of(config, ctx.harness)
+    async with _endpoint(config, ctx.endpoint) as endpoint, CommitObserver(store) as observer:
+        local = endpoint.name == "local" and ctx.endpoint is None and not config.endpoint
+        sampling = config.sampling or (LOCAL_SAMPLING if local else {})
+        settings = ctx.hooks.gateway_settings
+        async with Gateway(endpoint, settings, observers=[observer]) as gateway:
+            runner = Runner(
+                gateway=gateway, store=store, observer=observer, run_id=run_id,
+                harness=harness, scorer=scorer, model=endpoint.model, c=config.c,
+                limits=_limits(config.limits), sampling=sampling,
+                on_result=ctx.hooks.on_result,
+            )  # fmt: skip
+            if ctx.hooks.on_runner is not None:
+                ctx.hooks.on_runner(runner)
+            results = await runner.run(items)
+            ctx.interrupted = runner.stopping
+            return results
+
+
+@dataclass(slots=True)
+class _Context:
+    hooks: Hooks
+    harness: Harness | None = None
+    endpoint: EndpointConfig | None = None
+    interrupted: bool = False
+
+
+async def execute(
+    config: RunConfig,
+    *,
+    tasks: Sequence[Task] | None = None,
+    resume_run: str | None = None,
+    harness: Harness | None = None,
+    endpoint: EndpointConfig | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``."""
+    ctx = _Context(hooks or Hooks(), harness, endpoint)
+    async with await Store.open(config.store) as store:
+        if resume_run is None:
+            task_list = list(tasks) if tasks is not None else _load(config)
+            run = await store.create_run(config.name, {"run": config.model_dump(mode="json")})
+            run_id, earlier = run.id, list[RolloutResult]()
+            items = [WorkItem(t, s) for t in task_list for s in range(config.r)]
+        else:
+            run_id = resume_run
+            items, earlier = await plan_resume(store, run_id, config, tasks)
+        if ctx.hooks.on_plan is not None:
+            ctx.hooks.on_plan(run_id, len(items))
+        results = await _run_on(store, run_id, items, config, ctx)
+    everything = earlier + results
+    return RunResult(run_id, everything, summarize(everything, r=config.r), ctx.interrupted)
+
+
+def _load(config: RunConfig) -> list[Task]:
+    if config.tasks is None:
+        raise ConfigError("no tasks: give a tasks file")
+    return load_tasks(config.tasks, n=config.n, shuffle=config.shuffle, seed=config.seed)
+
+
+async def evaluate(
+    tasks: str | Path | Sequence[Task],
+    *,
+    harness: str | Harness = "chat",
+    endpoint: EndpointConfig | str | None = None,
+    n: int | None = None,
+    r: int = 1,
+    c: int = 16,
+    rewards: Sequence[str] = ("contains",),
+    store: str | None = None,
+    limits: LimitsConfig | None = None,
+    sampling: dict[str, Any] | None = None,
+    name: str | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
+
+    ``endpoint`` is an :class:`EndpointConfig`, a base URL, or ``None`` to start the
+    built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
+    """
+    from_file = isinstance(tasks, str | Path)
+    config = RunConfig(
+        name=name, tasks=str(tasks) if from_file else None, n=n, r=r, c=c,
+        harness=harness if isinstance(harness, str) else _qualname(harness),
+        endpoint=endpoint if isinstance(endpoint, str) else None,
+        rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
+        store=store,
+    )  # fmt: skip
+    task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]
+    return await execute(
+        config,
+        tasks=task_list,
+        harness=None if isinstance(harness, str) else harness,
+        endpoint=endpoint if isinstance(endpoint, EndpointConfig) else None,
+        hooks=hooks,
+    )
+
+
+def _qualname(fn: Harness) -> str:
+    module = getattr(fn, "__module__", "?")
+    return f"{module}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+async def resume(
+    run_id: str,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Rerun every rollout of ``run_id`` that did not finish (see :func:`plan_resume`)."""
+    async with await Store.open(store) as opened:
+        info = await opened.get_run(run_id)
+    stored = info.config.get("run")
+    if not isinstance(stored, dict):
+        raise ConfigError(f"run {run_id} was not made by rolltap eval (no run config)")
+    config = RunConfig.model_validate({**stored, "store": store}).merged(overrides or {})
+    return await execute(config, resume_run=run_id, hooks=hooks)

@@ -1,0 +1,130 @@
+"""The run configuration: everything ``rolltap eval`` needs, from TOML and/or flags.
+
+```toml
+tasks = "patterns.jsonl"            # relative to this file
+harness = "chat"              # or "module:function"; or cmd = "python agent.py"
+n = 8                         # first N tasks (default: all)
+r = 1                         # rollouts per task
+c = 16                        # rollouts at once
+endpoint = "local"            # a name from [endpoints], a URL, or omitted: the local model
+rewards = ["prefix", "contains=0.5"]
+
+[endpoints.local]
+base_url = "http://127.0.0.1:8080/v1"
+model = "gemma"
+api_key_env = "MY_KEY"
+
+[limits]                      # per rollout; enforced by the gateway (and the runner: timeout)
+max_turns = 10
+max_tokens = 4096
+timeout_s = 600
+
+[sampling]                    # applied by the gateway to every request of a rollout
+temperature = 0.0
+max_tokens = 8
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError
+
+__all__ = ["LimitsConfig", "RunConfig", "load_run_config"]
+
+
+class LimitsConfig(BaseModel):
+    """Per-rollout limits; ``None`` means unlimited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_turns: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.max_turns, self.max_tokens, self.timeout_s))
+
+
+class RunConfig(BaseModel):
+    """One evaluation run. Stored (as JSON) in the run row, so ``--resume`` can redo it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str | None = None
+    tasks: str | None = None
+    harness: str | None = None
+    cmd: str | None = None
+    n: int | None = Field(default=None, gt=0)
+    r: int = Field(default=1, gt=0)
+    c: int = Field(default=16, gt=0)
+    shuffle: bool = False
+    seed: int = 0
+    endpoint: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    max_inflight: int | None = Field(default=None, gt=0)
+    rewards: list[str] = Field(default_factory=lambda: ["contains"])
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    store: str | None = None
+
+    def merged(self, overrides: dict[str, Any]) -> RunConfig:
+        """A copy with every non-``None`` override applied (flags over the file)."""
+        data = self.model_dump()
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return _validate(data, "flags")
+
+    def endpoint_config(self) -> EndpointConfig | None:
+        """The endpoint to use; ``None`` means: start the built-in local model."""
+        if self.endpoint is None:
+            return None
+        fields: dict[str, Any]
+        if self.endpoint in self.endpoints:
+            fields = {"name": self.endpoint, **self.endpoints[self.endpoint]}
+        elif self.endpoint.startswith(("http://", "https://")):
+            fields = {"base_url": self.endpoint, "model": self.model or "default"}
+        else:
+            raise ConfigError(f"unknown endpoint {self.endpoint!r} (not in [endpoints])")
+        if self.model is not None:
+            fields["model"] = self.model
+        if self.api_key_env is not None:
+            fields["api_key_env"] = self.api_key_env
+        if self.max_inflight is not None:
+            fields["max_inflight"] = self.max_inflight
+        try:
+            return EndpointConfig.model_validate(fields)
+        except ValidationError as exc:
+            raise ConfigError(f"endpoint {self.endpoint!r}: {exc}") from exc
+
+
+def _validate(data: dict[str, Any], where: str) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid run config ({where}): {exc}") from exc
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a TOML run config; raises ``ConfigError`` naming the file.
+
+    A relative ``tasks`` path is relative to the config file's folder.
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read run config {file}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    tasks = data.get("tasks")
+    if isinstance(tasks, str) and not Path(tasks).is_absolute():
+        data["tasks"] = str(file.parent / tasks)
+    return _validate(data, str(file))

@@ -1,0 +1,119 @@
+"""Progress and summaries for a terminal or a log: rich bar on a TTY, plain lines else."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rolltap.rollouts.results import RolloutResult
+from rolltap.store import FAILED_STATUSES
+
+__all__ = ["ProgressReporter", "render_compare", "render_summary"]
+
+
+class ProgressReporter:
+    """Counts results as they land: done/total, rate, errors, mean reward."""
+
+    def __init__(self, console: Console, total: int = 0) -> None:
+        self.console = console
+        self.total, self.done, self.errors = total, 0, 0
+        self._reward_sum, self._rewarded = 0.0, 0
+        self._t0 = time.monotonic()
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> ProgressReporter:
+        if self.console.is_terminal:
+            self._bar = Progress(
+                TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=self.console,
+            )  # fmt: skip
+            self._bar.start()
+            self._task = self._bar.add_task("eval", total=self.total or None, stats="")
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def plan(self, run_id: str, total: int) -> None:
+        """The run id and how many rollouts will run."""
+        self.total = total
+        self.console.print(f"run {run_id}: {total} rollouts")
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+
+    def _stats(self) -> str:
+        rate = self.done / max(time.monotonic() - self._t0, 1e-9)
+        mean = f"{self._reward_sum / self._rewarded:.3f}" if self._rewarded else "-"
+        return f"{rate:.1f}/s errors {self.errors} mean reward {mean}"
+
+    def result(self, result: RolloutResult) -> None:
+        """Count one finished rollout and show the new state."""
+        self.done += 1
+        self.errors += result.status in FAILED_STATUSES
+        if result.reward is not None:
+            self._reward_sum += result.reward
+            self._rewarded += 1
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, stats=self._stats())
+        elif self.total <= 1000 or self.done % max(1, self.total // 100) == 0:
+            self.console.print(f"done {self.done}/{self.total} {self._stats()}", highlight=False)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    reward = summary["reward"]
+    ci = reward.get("ci95")
+    rows = [
+        ("rollouts", _fmt(summary["rollouts"])),
+        ("mean reward", _fmt(reward["mean"])),
+        ("95% interval", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"),
+    ]
+    rows += [(k, _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
+    rows += [(f"status {k}", str(v)) for k, v in summary["statuses"].items()]
+    rows += [
+        ("model calls", _fmt(summary["model_calls"])),
+        ("model errors", _fmt(summary["model_errors"])),
+        ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
+        ("completion tokens", _fmt(summary["tokens"]["completion"])),
+    ]
+    rows += [(f"latency {k} ms", _fmt(v)) for k, v in summary["latency_ms"].items()]
+    rows += [(f"ttfc {k} ms", _fmt(v)) for k, v in summary["ttfc_ms"].items()]
+    return rows
+
+
+def render_summary(console: Console, run_id: str, summary: dict[str, Any]) -> None:
+    """A two-column table of the run's summary."""
+    table = Table(title=f"run {run_id}", show_header=False)
+    for name, value in _rows(summary):
+        table.add_row(name, value)
+    console.print(table)
+
+
+def render_compare(console: Console, runs: dict[str, dict[str, Any]]) -> None:
+    """The summaries of several runs side by side."""
+    table = Table(title="compare")
+    table.add_column("")
+    rows: dict[str, list[str]] = {}
+    for run_id, summary in runs.items():
+        table.add_column(run_id)
+        for name, value in _rows(summary):
+            rows.setdefault(name, []).append(value)
+    for name, values in rows.items():
+        table.add_row(name, *values, *(["-"] * (len(runs) - len(values))))
+    console.print(table)

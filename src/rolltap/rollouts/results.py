@@ -1,0 +1,87 @@
+"""What one rollout produced, and the numbers the summary needs from its event log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolltap.store import Event, EventKind
+
+__all__ = ["CallStats", "RolloutResult", "call_stats"]
+
+
+@dataclass(slots=True)
+class CallStats:
+    """Model calls of one rollout: token totals and per-call latencies (ms)."""
+
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    ttfc_ms: list[float] = field(default_factory=list)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def call_stats(events: Iterable[Event]) -> CallStats:
+    """Tokens and latencies from ``model_response`` / ``model_error`` events."""
+    stats = CallStats()
+    for event in events:
+        if event.kind == EventKind.MODEL_ERROR:
+            stats.errors += 1
+        if event.kind != EventKind.MODEL_RESPONSE:
+            continue
+        stats.calls += 1
+        usage = event.payload.get("usage") or {}
+        stats.prompt_tokens += int(_number(usage.get("prompt_tokens")) or 0)
+        stats.completion_tokens += int(_number(usage.get("completion_tokens")) or 0)
+        timing = event.payload.get("timing") or {}
+        total, ttfc = _number(timing.get("total_ms")), _number(timing.get("ttfc_ms"))
+        if total is not None:
+            stats.latencies_ms.append(total)
+        if ttfc is not None:
+            stats.ttfc_ms.append(ttfc)
+    return stats
+
+
+@dataclass(slots=True)
+class RolloutResult:
+    """One rollout: which (task, sample), how it ended, its answer and reward.
+
+    ``reward`` is ``None`` for ``error`` and ``cancelled`` rollouts (they say nothing
+    about the model); ``failed`` and ``timeout`` rollouts score 0.0.
+    """
+
+    task_id: str
+    sample: int
+    session_id: str | None
+    status: str
+    reward: float | None = None
+    answer: str | None = None
+    error: str | None = None
+    components: dict[str, float] = field(default_factory=dict)
+    calls: CallStats = field(default_factory=CallStats)
+    #: seconds since the run started when the rollout was admitted
+    started_s: float = 0.0
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "sample": self.sample,
+            "session_id": self.session_id,
+            "status": self.status,
+            "reward": self.reward,
+            "answer": self.answer,
+            "error": self.error,
+            "components": self.components,
+            "calls": self.calls.calls,
+            "prompt_tokens": self.calls.prompt_tokens,
+            "completion_tokens": self.calls.completion_tokens,
+        }

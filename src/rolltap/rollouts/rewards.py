@@ -1,0 +1,161 @@
+"""Rewards: ``def|async def reward(task, answer, events) -> float``, combined by weight.
+
+Built-ins (each 0.0 or 1.0; all 0.0 when the task has no ``answer``, except ``regex``
+with ``info.regex``):
+
+* ``exact`` — the stripped answer equals the task's answer;
+* ``prefix`` — the stripped answer starts with the task's answer (pattern continuation);
+* ``contains`` — the task's answer occurs in the answer;
+* ``numeric`` — the first number in the answer equals the task's answer as a number;
+* ``regex`` — ``info.regex`` (else the task's answer) matches somewhere in the answer.
+
+``--reward NAME[=WEIGHT]`` repeats; a custom reward is ``module:function``. The
+rollout's reward is the weighted **mean**, ``sum(w_i * r_i) / sum(w_i)``, so built-in
+components keep it in [0, 1]; a rollout counts as *passed* (pass@k) at reward ≥ 1.
+
+>>> spec = parse_reward_spec("contains=2")
+>>> (spec.name, spec.weight)
+('contains', 2.0)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rolltap.errors import ConfigError
+from rolltap.rollouts.tasks import Task
+from rolltap.store import Event
+
+__all__ = [
+    "BUILTIN_REWARDS",
+    "RewardFn",
+    "RewardSpec",
+    "Scorer",
+    "parse_reward_spec",
+]
+
+RewardFn = Callable[[Task, str, Sequence[Event]], "float | Awaitable[float]"]
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def exact(task: Task, answer: str, events: Sequence[Event]) -> float:
+    return float(task.answer is not None and answer.strip() == task.answer.strip())
+
+
+def prefix(task: Task, answer: str, events: Sequence[Event]) -> float:
+    return float(task.answer is not None and answer.strip().startswith(task.answer.strip()))
+
+
+def contains(task: Task, answer: str, events: Sequence[Event]) -> float:
+    return float(task.answer is not None and task.answer.strip() in answer)
+
+
+def _first_number(text: str) -> float | None:
+    match = _NUMBER.search(text)
+    if match is None:
+        return None
+    try:
+        return float(match.group().replace(",", ""))
+    except ValueError:
+        return None
+
+
+def numeric(task: Task, answer: str, events: Sequence[Event]) -> float:
+    if task.answer is None:
+        return 0.0
+    got, want = _first_number(answer), _first_number(task.answer)
+    if got is None or want is None:
+        return 0.0
+    return float(math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9))
+
+
+def regex(task: Task, answer: str, events: Sequence[Event]) -> float:
+    pattern = task.info.get("regex", task.answer)
+    if not isinstance(pattern, str):
+        return 0.0
+    try:
+        return float(re.search(pattern, answer) is not None)
+    except re.error:
+        return 0.0
+
+
+BUILTIN_REWARDS: dict[str, RewardFn] = {
+    "exact": exact,
+    "prefix": prefix,
+    "contains": contains,
+    "numeric": numeric,
+    "regex": regex,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RewardSpec:
+    """One reward component: a built-in name or ``module:function``, and its weight."""
+
+    name: str
+    weight: float = 1.0
+
+
+def parse_reward_spec(text: str) -> RewardSpec:
+    """``NAME`` or ``NAME=WEIGHT`` (weight > 0)."""
+    name, sep, weight_text = text.partition("=")
+    name = name.strip()
+    if not name:
+        raise ConfigError(f"invalid reward {text!r}: expected NAME[=WEIGHT]")
+    weight = 1.0
+    if sep:
+        try:
+            weight = float(weight_text)
+        except ValueError:
+            raise ConfigError(f"invalid reward weight in {text!r}") from None
+        if not math.isfinite(weight) or weight <= 0:
+            raise ConfigError(f"reward weight must be positive in {text!r}")
+    return RewardSpec(name, weight)
+
+
+def _resolve(name: str) -> RewardFn:
+    if name in BUILTIN_REWARDS:
+        return BUILTIN_REWARDS[name]
+    module_name, sep, attr = name.partition(":")
+    if not sep:
+        known = ", ".join(sorted(BUILTIN_REWARDS))
+        raise ConfigError(f"unknown reward {name!r}: use one of {known} or module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"reward {name!r}: cannot import {module_name}: {exc}") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"reward {name!r}: {module_name} has no callable {attr!r}")
+    resolved: RewardFn = fn
+    return resolved
+
+
+class Scorer:
+    """The weighted mean of reward components; each component is reported too."""
+
+    def __init__(self, specs: Sequence[RewardSpec]) -> None:
+        if not specs:
+            raise ConfigError("at least one reward is needed")
+        self.specs = list(specs)
+        self._fns = [_resolve(spec.name) for spec in self.specs]
+
+    async def score(
+        self, task: Task, answer: str, events: Sequence[Event]
+    ) -> tuple[float, dict[str, float]]:
+        """``(reward, {component: value})``; a reward function's error propagates."""
+        components: dict[str, float] = {}
+        for spec, fn in zip(self.specs, self._fns, strict=True):
+            value: Any = fn(task, answer, events)
+            if inspect.isawaitable(value):
+                value = await value
+            components[spec.name] = float(value)
+        total = sum(spec.weight for spec in self.specs)
+        reward = sum(components[s.name] * s.weight for s in self.specs) / total
+        return reward, components

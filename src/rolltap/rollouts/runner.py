@@ -1,0 +1,218 @@
+"""The runner: tasks × samples as rollouts through one gateway, at most ``c`` at once.
+
+Each rollout: a store session (its task dict names ``task_id`` and ``sample``), a
+gateway registration (limits, sampling), the harness, then unregister (or abort),
+reward, and a final commit with status and reward. Events are committed incrementally
+as calls finish (:class:`~rolltap.rollouts.persist.CommitObserver`). :meth:`Runner.stop`
+stops admitting and cancels the harnesses in flight; those rollouts end ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rolltap.errors import RolltapError, StoreError
+from rolltap.gateway import Gateway, Rollout, RolloutLimits
+from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
+from rolltap.rollouts.persist import SESSION_KEY, CommitObserver
+from rolltap.rollouts.results import RolloutResult, call_stats
+from rolltap.rollouts.rewards import Scorer
+from rolltap.rollouts.tasks import Task
+from rolltap.store import Event, EventKind, EventLog, Store
+
+__all__ = ["Runner", "WorkItem"]
+
+log = logging.getLogger("rolltap.rollouts.runner")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One rollout to run: a task and its sample index (0-based)."""
+
+    task: Task
+    sample: int
+
+
+@dataclass(slots=True)
+class _Outcome:
+    status: str
+    answer: str | None = None
+    error: str | None = None
+
+
+class Runner:
+    """Runs work items on ``gateway``, persisting to ``store`` under ``run_id``."""
+
+    def __init__(
+        self,
+        *,
+        gateway: Gateway,
+        store: Store,
+        observer: CommitObserver,
+        run_id: str,
+        harness: Harness,
+        scorer: Scorer,
+        model: str,
+        c: int,
+        limits: RolloutLimits | None = None,
+        sampling: dict[str, Any] | None = None,
+        on_result: Callable[[RolloutResult], None] | None = None,
+    ) -> None:
+        self.gateway, self.store, self.observer = gateway, store, observer
+        self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
+        self.c, self.limits, self.sampling = c, limits, dict(sampling or {})
+        self.on_result = on_result
+        self.stopping = False
+        self.results: list[RolloutResult] = []
+        self._in_harness: dict[int, asyncio.Task[Any]] = {}
+        self._t0 = time.monotonic()
+
+    def stop(self) -> None:
+        """Admit no more rollouts and cancel the harnesses in flight (→ ``cancelled``)."""
+        self.stopping = True
+        for task in list(self._in_harness.values()):
+            task.cancel()
+
+    async def run(self, items: Iterable[WorkItem]) -> list[RolloutResult]:
+        """Run ``items``, at most ``c`` registered at a time; the results in finish order."""
+        self._t0 = time.monotonic()
+        slots = asyncio.Semaphore(self.c)
+        async with asyncio.TaskGroup() as group:
+            for item in items:
+                await slots.acquire()
+                if self.stopping:
+                    slots.release()
+                    break
+                group.create_task(self._guarded(item, slots))
+        return self.results
+
+    async def _guarded(self, item: WorkItem, slots: asyncio.Semaphore) -> None:
+        try:
+            result = await self._one(item)
+        finally:
+            slots.release()
+        self.results.append(result)
+        if self.on_result is not None:
+            self.on_result(result)
+
+    async def _one(self, item: WorkItem) -> RolloutResult:
+        started = time.monotonic()
+        result = RolloutResult(item.task.id, item.sample, None, "error")
+        result.started_s = started - self._t0
+        task_dict = {"task_id": item.task.id, "sample": item.sample, "task": item.task.to_dict()}
+        try:
+            session = await self.store.create_session(self.run_id, task=task_dict)
+        except StoreError as err:
+            result.error = f"store: {err}"
+            return result
+        result.session_id = session.id
+        try:
+            rollout = await self.gateway.register(
+                metadata={SESSION_KEY: session.id, "task_id": item.task.id, "sample": item.sample},
+                limits=self.limits,
+                sampling=self.sampling or None,
+            )
+        except RolltapError as err:
+            result.error = f"{err.code}: {err.message}"
+            await self._final_commit(session.id, None, result)
+            return result
+        outcome = await self._drive(item.task, rollout)
+        await self._finish(item.task, rollout, outcome, result)
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _context(self, rollout: Rollout) -> HarnessContext:
+        urls = self.gateway.describe(rollout)
+        return HarnessContext(
+            rollout_id=rollout.id,
+            openai_base_url=urls["openai_base_url"],
+            anthropic_base_url=urls["anthropic_base_url"],
+            api_key=urls["api_key"],
+            model=self.model,
+            sampling=dict(self.sampling),
+            log=rollout.log,
+            timeout_s=self.limits.timeout_s if self.limits else None,
+        )
+
+    async def _drive(self, task: Task, rollout: Rollout) -> _Outcome:
+        """Run the harness under the rollout timeout; how it ended."""
+        if self.stopping:
+            return _Outcome("cancelled", error="stopped before the harness started")
+        current = asyncio.current_task()
+        assert current is not None
+        key = id(current)
+        timeout = self.limits.timeout_s if self.limits else None
+        self._in_harness[key] = current
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                answer = answer_of(await self.harness(task, self._context(rollout)))
+            return _Outcome("completed", answer=answer.answer)
+        except asyncio.CancelledError:
+            if not self.stopping or current.uncancel() > 0:
+                raise
+            return _Outcome("cancelled", error="stopped")
+        except TimeoutError as exc:
+            if scope.expired():
+                return _Outcome("timeout", error=f"harness exceeded {timeout:g} s")
+            return _Outcome("failed", error=f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            # A harness crash is its rollout's failure, never the run's: translated into
+            # the rollout's status and error (recorded in its log), not swallowed.
+            return _Outcome("failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._in_harness.pop(key, None)
+
+    async def _finish(
+        self, task: Task, rollout: Rollout, outcome: _Outcome, result: RolloutResult
+    ) -> None:
+        if outcome.status in ("completed", "failed"):
+            await self.gateway.unregister(rollout.id)
+        else:
+            await self.gateway.abort(rollout.id)
+        hit = rollout.limit_reached
+        status = "limit_reached" if hit and outcome.status != "cancelled" else outcome.status
+        result.status, result.answer, result.error = status, outcome.answer, outcome.error
+        if status in ("completed", "limit_reached", "failed", "timeout"):
+            await self._score(task, list(rollout.log), result)
+        result.calls = call_stats(rollout.log)
+        await self._final_commit(result.session_id, rollout.log, result, limit=hit)
+
+    async def _score(self, task: Task, events: list[Event], result: RolloutResult) -> None:
+        if result.answer is None:
+            result.reward = 0.0
+            return
+        try:
+            result.reward, result.components = await self.scorer.score(task, result.answer, events)
+        except Exception as exc:  # noqa: BLE001
+            # A crashing reward function is this rollout's error, recorded, not the run's.
+            result.status, result.reward = "error", None
+            result.error = f"reward: {type(exc).__name__}: {exc}"
+
+    async def _final_commit(
+        self,
+        session_id: str | None,
+        events: EventLog | None,
+        result: RolloutResult,
+        *,
+        limit: str | None = None,
+    ) -> None:
+        """Append the reward and status events and commit them with status and reward."""
+        if session_id is None:
+            return
+        await self.observer.settle(session_id)
+        events = EventLog() if events is None else events
+        if result.reward is not None:
+            events.append(EventKind.REWARD, {"reward": result.reward, **result.components})
+        events.append(
+            EventKind.STATUS, {"status": result.status, "error": result.error, "limit": limit}
+        )
+        try:
+            await self.store.commit(session_id, events, status=result.status, reward=result.reward)
+        except StoreError as err:
+            log.warning("final commit of session %s failed: %s", session_id, err)
+            result.status, result.error = "error", f"store: {err}"

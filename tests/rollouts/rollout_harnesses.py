@@ -1,0 +1,47 @@
+"""Harnesses and rewards the rollout tests load by ``module:function``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+
+from rolltap.rollouts.builtin import chat_harness
+from rolltap.rollouts.harness import HarnessContext, HarnessResult
+from rolltap.rollouts.tasks import Task
+from rolltap.store import Event
+
+#: set while a test wants ``hang_on_marked`` to hang on tasks with ``info.hang``
+HANG_ENV = "ROLLTAP_TEST_HANG"
+
+
+async def raises(task: Task, ctx: HarnessContext) -> str:
+    raise RuntimeError(f"harness bug on task {task.id}")
+
+
+async def hangs(task: Task, ctx: HarnessContext) -> str:
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def wrong_type(task: Task, ctx: HarnessContext) -> str:
+    return 42  # type: ignore[return-value]
+
+
+async def hang_on_marked(task: Task, ctx: HarnessContext) -> HarnessResult:
+    """``chat``, except tasks with ``info.hang`` hang while ``ROLLTAP_TEST_HANG`` is set."""
+    if task.info.get("hang") and os.environ.get(HANG_ENV):
+        await asyncio.Event().wait()
+    return await chat_harness(task, ctx)
+
+
+def turns_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
+    """1.0 when the rollout made as many model calls as the task has user messages."""
+    calls = sum(1 for e in events if e.kind == "model_response")
+    users = sum(1 for m in task.chat_messages() if m.get("role") == "user")
+    return float(calls == users and bool(answer))
+
+
+async def async_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
+    await asyncio.sleep(0)
+    return 0.5

