@@ -36,6 +36,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         self.pool = ModelClientPool[FakeClient](MAX_CLIENTS)
         self.held: list[Lease[FakeClient]] = []
+        self.churning: list[Lease[FakeClient]] = []  # leases held inside one step
         self.violations: list[str] = []
         self.closed = False
         self.builders = {
@@ -51,7 +52,7 @@ class PoolMachine(RuleBasedStateMachine):
     def check_close(self, client: FakeClient) -> None:
         if client is self.external:
             self.violations.append("the injected client was closed")
-        if any(lease.client is client for lease in self.held):
+        if any(lease.client is client for lease in [*self.held, *self.churning]):
             self.violations.append(f"{client} closed while leased")
         if client.close_calls > 1:
             self.violations.append(f"{client} closed twice")
@@ -127,6 +128,47 @@ class PoolMachine(RuleBasedStateMachine):
             return list(await asyncio.gather(*tasks, return_exceptions=True))
 
         self.keep(self.run(scenario()))
+
+    @rule(shift=st.integers(0, len(KEYS) - 1), hold=st.integers(0, 3))
+    def churn(self, shift: int, hold: int) -> None:
+        """Every key at once, each held briefly: evictions overlap constructions."""
+
+        async def one(key: str) -> object:
+            outcome = await self.checked_borrow(key, "churn")
+            if isinstance(outcome, Lease):
+                self.churning.append(outcome)
+                await spin(hold)
+                self.churning.remove(outcome)
+                outcome.release()
+            return outcome
+
+        async def scenario() -> list[object]:
+            keys = KEYS[shift:] + KEYS[:shift]
+            return list(await asyncio.gather(*(one(key) for key in keys), return_exceptions=True))
+
+        for outcome in self.run(scenario()):
+            assert isinstance(outcome, Lease | ModelPoolFullError | ModelPoolClosedError), outcome
+
+    @rule(k=st.integers(0, len(KEYS) - 1))
+    def failing_build(self, k: int) -> None:
+        builder, error = self.builders[KEYS[k]], RuntimeError("build failed")
+
+        async def attempt() -> object:
+            builder.error = error
+            try:
+                return await self.checked_borrow(KEYS[k], "fail")
+            except RuntimeError as err:
+                return err
+            finally:
+                builder.error = None
+
+        calls = builder.calls
+        outcome = self.run(attempt())
+        if outcome is error:
+            assert builder.calls == calls + 1
+        else:
+            assert builder.calls == calls  # the key was live (lent without building) or refused
+            self.keep([outcome])
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 1000), twice=st.booleans())

@@ -31,7 +31,7 @@ _REGISTER_FIELDS = {
     "limits": dict,
     "sampling": dict,
 }
-_LIMIT_FIELDS = {"max_turns": int, "max_tokens": int, "timeout_s": (int, float)}
+_LIMIT_FIELDS = {"max_turns": "an integer", "max_tokens": "an integer", "timeout_s": "a number"}
 _ADMIN_BODY_LIMIT = 1024 * 1024
 
 
@@ -71,13 +71,15 @@ async def _register_args(request: web.Request) -> dict[str, Any]:
 
 def _limits(raw: dict[str, Any]) -> RolloutLimits:
     for name, value in raw.items():
-        expected = _LIMIT_FIELDS.get(name)
-        if expected is None:
+        kind = _LIMIT_FIELDS.get(name)
+        if kind is None:
             raise InvalidRequestError("unknown field", field=f"limits.{name}")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, expected)):
-            raise InvalidRequestError("must be a number", field=f"limits.{name}")
-        if value is not None and value <= 0:
-            raise InvalidRequestError("must be positive", field=f"limits.{name}")
+        if value is None:
+            continue
+        integral = kind == "an integer"
+        allowed = int if integral else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed) or value <= 0:
+            raise InvalidRequestError(f"must be {kind} > 0", field=f"limits.{name}")
     return RolloutLimits(**raw)
 
 
