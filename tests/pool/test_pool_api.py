@@ -7,10 +7,9 @@ import dataclasses
 import pytest
 
 import rolltap.pool
+from pool.pool_fakes import Builder, FakeClient, identity, run_now
 from rolltap.errors import ConfigError, ModelPoolClosedError, ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool, PoolSnapshot
-
-from .pool_fakes import Builder, FakeClient, identity, run_now
 
 Pool = ModelClientPool[FakeClient]
 

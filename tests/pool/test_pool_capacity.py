@@ -6,10 +6,9 @@ import asyncio
 
 import pytest
 
+from pool.pool_fakes import Builder, FakeClient, identity, run_now, until
 from rolltap.errors import ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool
-
-from .pool_fakes import Builder, FakeClient, identity, run_now, until
 
 Pool = ModelClientPool[FakeClient]
 

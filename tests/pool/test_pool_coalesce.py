@@ -6,9 +6,8 @@ import asyncio
 
 import pytest
 
+from pool.pool_fakes import Builder, FakeClient, identity, until
 from rolltap.pool import Lease, ModelClientPool
-
-from .pool_fakes import Builder, FakeClient, identity, until
 
 Pool = ModelClientPool[FakeClient]
 

@@ -8,10 +8,9 @@ import logging
 
 import pytest
 
+from pool.pool_fakes import Builder, FakeClient, identity, spin, until
 from rolltap.errors import ModelPoolClosedError, PoolCloseError
 from rolltap.pool import ModelClientPool
-
-from .pool_fakes import Builder, FakeClient, identity, spin, until
 
 Pool = ModelClientPool[FakeClient]
 

@@ -16,10 +16,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from pool.pool_fakes import Builder, FakeClient, identity, spin
 from rolltap.errors import ModelPoolClosedError, ModelPoolFullError
 from rolltap.pool import Lease, ModelClientPool
-
-from .pool_fakes import Builder, FakeClient, identity, spin
 
 T = TypeVar("T")
 
@@ -63,13 +62,17 @@ class PoolMachine(RuleBasedStateMachine):
         assert self.violations == []
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run one step on the machine's loop, checking the bound at every iteration."""
+        """Run one step to quiescence, checking the bound at every loop iteration."""
+
+        def quiet() -> bool:
+            snap = self.pool.snapshot()
+            return snap.building == snap.closing == snap.waiting == 0
 
         async def monitored() -> T:
             task = asyncio.create_task(coro)
             for _ in range(MAX_LOOP_ITERATIONS):
                 self.check_bound()
-                if task.done():
+                if task.done() and quiet():  # no background work is left between steps
                     return task.result()
                 await asyncio.sleep(0)
             task.cancel()
@@ -196,10 +199,6 @@ class PoolMachine(RuleBasedStateMachine):
                 builder.gate = None
 
         self.keep(self.run(scenario()))
-
-    @rule()
-    def let_background_work_run(self) -> None:
-        self.run(spin(5))
 
     @rule(release_first=st.booleans())
     def aclose(self, release_first: bool) -> None:

@@ -10,6 +10,7 @@ batched statement per table for the whole group.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from rolltap.store.models import CommitResult, is_failed, is_finished
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import event_rows
 
+# commit tokens: unique per process (random prefix) and cheap (a counter)
+_TOKENS = (f"{uuid.uuid4().hex[:16]}{n:016x}" for n in itertools.count())
+
 __all__ = ["CommitOp", "RunDelta", "SessionState", "WriteOp", "apply_commits", "apply_run_deltas"]
 
 
@@ -33,7 +37,7 @@ class WriteOp:
     def __init__(self) -> None:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         #: a token stored with the write, so a retry can tell whether it landed
-        self.token = uuid.uuid4().hex
+        self.token = next(_TOKENS)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         raise NotImplementedError

@@ -187,9 +187,10 @@ class Store:
         """
         if status is not None:
             check_status(status)
-        state = self._states.setdefault(
-            session_id, SessionState("", 0, 0, None, "pending", None, loaded=False)
-        )
+        state = self._states.get(session_id)
+        if state is None:
+            state = SessionState("", 0, 0, None, "pending", None, loaded=False)
+            self._states[session_id] = state
         async with state.lock:
             if state.inflight is not None and not state.inflight.done():
                 await asyncio.wait([state.inflight])

@@ -128,8 +128,11 @@ class Writer:
         if self._closing:
             raise StoreClosedError("the store is closed")
         try:
-            async with asyncio.timeout(self._busy_timeout):
-                await self._queue.put(op)
+            if self._queue.full():
+                async with asyncio.timeout(self._busy_timeout):
+                    await self._queue.put(op)
+            else:
+                self._queue.put_nowait(op)
         except TimeoutError as exc:
             raise StoreBusyError(
                 f"store write queue full for {self._busy_timeout:g}s", retry_after=1.0
