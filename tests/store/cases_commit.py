@@ -6,7 +6,10 @@ import asyncio
 import random
 
 import pytest
-from storekit import (
+
+from rolltap.store import EventLog, Store, StoreValidationError
+from rolltap.store.schema import events
+from store.storekit import (
     Gate,
     ScriptedHooks,
     assert_stored,
@@ -15,9 +18,6 @@ from storekit import (
     extend,
     make_log,
 )
-
-from rolltap.store import EventLog, Store, StoreValidationError
-from rolltap.store.schema import events
 
 
 class CommitCases:

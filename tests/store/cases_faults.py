@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from storekit import (
+
+from rolltap.errors import StoreBusyError, StoreError
+from rolltap.store import EventLog, Store
+from rolltap.store.schema import events
+from store.storekit import (
     Gate,
     ScriptedHooks,
     assert_stored,
@@ -17,10 +21,6 @@ from storekit import (
     own_rows,
     wait_until,
 )
-
-from rolltap.errors import StoreBusyError, StoreError
-from rolltap.store import EventLog, Store
-from rolltap.store.schema import events
 
 
 async def _sessions_with_logs(store: Store, n: int) -> tuple[str, dict[str, EventLog]]:

@@ -6,10 +6,10 @@ import io
 
 import orjson
 import pytest
-from storekit import assert_stored, count_rows, extend, make_log, own_rows
 
 from rolltap.store import EventLog, ForkDependencyError, Store, StoreNotFoundError
 from rolltap.store.schema import events, runs, sessions
+from store.storekit import assert_stored, count_rows, extend, make_log, own_rows
 
 
 class ForkCases:

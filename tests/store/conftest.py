@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
-from storekit import ADMIN_URLS, ScriptedHooks
 
 from rolltap.store import Store
+from store.storekit import ADMIN_URLS, ScriptedHooks
 
 BACKENDS = ["sqlite", "postgresql", "mariadb"]
 SCHEMES = {

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
-from storekit import ScriptedHooks, as_tuples, fault
 
 from rolltap.errors import StoreError
 from rolltap.store import Event, EventLog, ForkDependencyError, Store
+from store.storekit import ScriptedHooks, as_tuples, fault
 
 T = TypeVar("T")
 _ids = itertools.count()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cases_cli import CliCases
-from cases_commit import CommitCases
-from cases_faults import FaultCases
-from cases_forks import ForkCases
+from store.cases_cli import CliCases
+from store.cases_commit import CommitCases
+from store.cases_faults import FaultCases
+from store.cases_forks import ForkCases
 
 
 class TestStore(CommitCases, ForkCases, FaultCases, CliCases):

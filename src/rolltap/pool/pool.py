@@ -25,7 +25,19 @@ class ModelClientPool(PoolCore[C]):
     """A bounded pool of model clients shared by every rollout with the same identity.
 
     ``max_clients`` bounds pool-owned client instances: live ones, ones being built and
-    ones being closed. Injected clients take no slot, are never evicted and never closed.
+    ones being closed. Decisions where the contract leaves room:
+
+    * Injected clients take no slot, are never evicted and never closed by the pool.
+    * Eviction happens only when a new key needs a slot; the slot an evicted client's
+      close frees is promised to the borrower that evicted it, so a third key finds the
+      pool full (``ModelPoolFullError``) rather than queueing behind that close.
+    * A construction whose waiters were all cancelled still completes; its client stays
+      in the pool, idle.
+    * After any client fails to close, the pool refuses new *constructions*
+      (``ModelPoolClosedError``) but keeps lending live clients, and ``aclose()``
+      raises ``PoolCloseError`` chained from the first failure.
+    * ``aclose()`` cancels constructions in progress (their waiters get
+      ``ModelPoolClosedError``), closes idle clients at once and leased ones on release.
 
     Example::
 

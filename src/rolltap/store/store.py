@@ -27,10 +27,11 @@ from rolltap.store import export, reader
 from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreNotFoundError
-from rolltap.store.events import Event, EventLog
+from rolltap.store.events import EventLog
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
+from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
 from rolltap.store.url import (
     backend_of,
@@ -44,7 +45,7 @@ from rolltap.store.writer import Writer, WriterHooks, WriterStats
 __all__ = ["Store"]
 
 
-class Store:
+class Store(StoreReads):
     """Runs, sessions and event logs in SQLite, PostgreSQL or MySQL/MariaDB.
 
     Open with ``async with await Store.open(url) as store:``. Every write goes through
@@ -218,34 +219,6 @@ class Store:
         if state is not None and not state.lock.locked():
             del self._states[session_id]
 
-    async def load_log(self, session_id: str) -> EventLog:
-        """The session's whole history (forks resolved) as a log, ready to append to."""
-        return EventLog.from_events(await self.events(session_id))
-
-    async def events(self, session_id: str) -> list[Event]:
-        """The session's history in order, a fork's inherited prefix first."""
-        async with reader.reading(self._engine) as conn:
-            return await reader.read_events(conn, session_id)
-
-    async def get_session(self, session_id: str) -> SessionInfo:
-        async with reader.reading(self._engine) as conn:
-            return await reader.fetch_session(conn, session_id)
-
-    async def list_sessions(
-        self, run: str | None = None, status: str | None = None, *, limit: int | None = None
-    ) -> list[SessionInfo]:
-        """Sessions (of ``run``, with ``status``) in creation order."""
-        async with reader.reading(self._engine) as conn:
-            return await reader.list_sessions(conn, run=run, status=status, limit=limit)
-
-    async def get_run(self, run_id: str) -> RunInfo:
-        async with reader.reading(self._engine) as conn:
-            return await reader.fetch_run(conn, run_id)
-
-    async def list_runs(self) -> list[RunInfo]:
-        async with reader.reading(self._engine) as conn:
-            return await reader.list_runs(conn)
-
     async def delete_session(self, session_id: str, *, cascade: bool = False) -> list[str]:
         """Delete a session and its events; refused while forks depend on it unless ``cascade``.
 
@@ -271,16 +244,6 @@ class Store:
     def _forget_run(self, run_id: str, elsewhere: list[str]) -> None:
         gone = [sid for sid, state in self._states.items() if state.run_id == run_id]
         self._forget_ids(gone + elsewhere)
-
-    async def export_jsonl(
-        self, dest: str | Path | IO[bytes], *, run: str | None = None, session: str | None = None
-    ) -> int:
-        """Write sessions as JSONL (one per line, forks resolved), in constant memory.
-
-        Returns the number of sessions written.
-        """
-        async with reader.reading(self._engine) as conn:
-            return await export.export_jsonl(conn, dest, run=run, session=session)
 
     async def import_jsonl(
         self, src: str | Path | IO[bytes], *, skip_existing: bool = False

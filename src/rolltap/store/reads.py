@@ -1,0 +1,84 @@
+"""The read side of :class:`~rolltap.store.Store`: runs, sessions, events, export.
+
+Reads use pooled connections, never the writer's, and see what is committed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rolltap.store import export, reader
+from rolltap.store.events import Event, EventLog
+from rolltap.store.models import RunInfo, SessionInfo
+
+__all__ = ["StoreReads"]
+
+
+class StoreReads:
+    """Reads over ``self._engine`` (set by :class:`~rolltap.store.Store`)."""
+
+    _engine: AsyncEngine
+
+    async def events(self, session_id: str) -> list[Event]:
+        """The session's history in order, a fork's inherited prefix first.
+
+        >>> # [e.kind for e in await store.events(session.id)]
+        """
+        async with reader.reading(self._engine) as conn:
+            return await reader.read_events(conn, session_id)
+
+    async def load_log(self, session_id: str) -> EventLog:
+        """The session's whole history (forks resolved) as a log, ready to append to.
+
+        >>> # log = await store.load_log(fork.id); log.append("note", {"text": "hi"})
+        """
+        return EventLog.from_events(await self.events(session_id))
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        """One session; StoreNotFoundError if there is none.
+
+        >>> # (await store.get_session(session.id)).status
+        """
+        async with reader.reading(self._engine) as conn:
+            return await reader.fetch_session(conn, session_id)
+
+    async def list_sessions(
+        self, run: str | None = None, status: str | None = None, *, limit: int | None = None
+    ) -> list[SessionInfo]:
+        """Sessions (of ``run``, with ``status``) in creation order.
+
+        >>> # failed = await store.list_sessions(run.id, "failed")
+        """
+        async with reader.reading(self._engine) as conn:
+            return await reader.list_sessions(conn, run=run, status=status, limit=limit)
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """One run with its counts; StoreNotFoundError if there is none.
+
+        >>> # (await store.get_run(run.id)).mean_reward
+        """
+        async with reader.reading(self._engine) as conn:
+            return await reader.fetch_run(conn, run_id)
+
+    async def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first.
+
+        >>> # [r.name for r in await store.list_runs()]
+        """
+        async with reader.reading(self._engine) as conn:
+            return await reader.list_runs(conn)
+
+    async def export_jsonl(
+        self, dest: str | Path | IO[bytes], *, run: str | None = None, session: str | None = None
+    ) -> int:
+        """Write sessions as JSONL (one per line, forks resolved), in constant memory.
+
+        Returns the number of sessions written.
+
+        >>> # await store.export_jsonl("run.jsonl", run=run.id)
+        """
+        async with reader.reading(self._engine) as conn:
+            return await export.export_jsonl(conn, dest, run=run, session=session)
