@@ -147,3 +147,33 @@ class FaultCases:
             assert len(await store.events(ids[3])) == 3  # refused, not silently dropped
             await store.commit(ids[3], logs[ids[3]])
             await assert_stored(store, ids[3], list(logs[ids[3]]))
+
+    async def test_close_flushes_the_queue_and_cancels_a_stuck_writer(self, store_url: str) -> None:
+        hooks = ScriptedHooks()
+        store = await Store.open(store_url, upgrade=True, hooks=hooks)
+        _, logs = await _sessions_with_logs(store, 3)
+        for log in logs.values():
+            extend(log, 2)
+        gate = Gate()
+        hooks.before.append(gate)
+        first, *others = logs.items()
+        commits = [asyncio.ensure_future(store.commit(*first))]
+        await gate.entered.wait()
+        commits += [asyncio.ensure_future(store.commit(s, g)) for s, g in others]
+        await wait_until(lambda: store.stats().queued == 2)
+        closing = asyncio.ensure_future(store.aclose())
+        gate.opened.set()
+        await asyncio.gather(closing, *commits)  # everything queued was written
+        async with await Store.open(store_url, hooks=hooks) as reopened:
+            await _assert_exactly(reopened, logs)
+            sid = next(iter(logs))
+            extend(logs[sid], 1)
+            stuck = Gate()
+            hooks.before.append(stuck)
+            held = asyncio.ensure_future(reopened.commit(sid, logs[sid]))
+            await stuck.entered.wait()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await reopened.aclose()
+            with pytest.raises(StoreError):
+                await held  # cancelled with the writer: told, not left hanging

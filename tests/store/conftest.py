@@ -1,7 +1,8 @@
 """Store test fixtures: a fresh database per test on each of the three backends.
 
 PostgreSQL (127.0.0.1:5432, user postgres) and MariaDB (127.0.0.1:3306, root) get a
-``CREATE DATABASE rt_<random>`` per test, dropped afterwards. An unreachable server
+``CREATE DATABASE rt_<random>`` per test, dropped afterwards (``ROLLTAP_TEST_POSTGRES`` and
+``ROLLTAP_TEST_MARIADB`` name other admin URLs). An unreachable server
 skips its tests — except under ``CI=true``, where it fails them.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -21,10 +23,6 @@ from rolltap.store import Store
 from store.storekit import ADMIN_URLS, ScriptedHooks
 
 BACKENDS = ["sqlite", "postgresql", "mariadb"]
-SCHEMES = {
-    "postgresql": "postgresql://postgres@127.0.0.1:5432",
-    "mariadb": "mysql://root@127.0.0.1:3306",
-}
 _unreachable: dict[str, str] = {}
 
 
@@ -58,7 +56,9 @@ def fresh_database(backend: str) -> Iterator[str]:
         _unreachable[backend] = type(exc).__name__
         _unavailable(backend, _unreachable[backend])
     try:
-        yield f"{SCHEMES[backend]}/{name}"
+        scheme = "postgresql" if backend == "postgresql" else "mysql"  # the short forms users type
+        url = make_url(ADMIN_URLS[backend]).set(drivername=scheme, database=name)
+        yield url.render_as_string(hide_password=False)
     finally:
         force = " WITH (FORCE)" if backend == "postgresql" else ""
         asyncio.run(_admin(backend, f"DROP DATABASE IF EXISTS {name}{force}"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ from rolltap.store import Event, EventLog, InjectedFault, Store, WriterHooks
 from rolltap.store.ops import WriteOp
 from rolltap.store.schema import events
 
+#: admin connections (to an existing database) of the servers the tests create databases on
 ADMIN_URLS = {
-    "postgresql": "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
-    "mariadb": "mysql+asyncmy://root@127.0.0.1:3306/test",
+    "postgresql": os.environ.get(
+        "ROLLTAP_TEST_POSTGRES", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+    ),
+    "mariadb": os.environ.get("ROLLTAP_TEST_MARIADB", "mysql+asyncmy://root@127.0.0.1:3306/test"),
 }
 
 

@@ -91,6 +91,6 @@ events = Table(
     Column("kind", String(32), nullable=False),
     Column("ts", Double, nullable=False),
     Column("payload", BLOB, nullable=False),
-    PrimaryKeyConstraint("session_id", "seq", name="pk_rolltap_events"),
+    PrimaryKeyConstraint("session_id", "seq"),
     **TABLE_OPTIONS,
 )

@@ -75,6 +75,8 @@ class Store(StoreReads):
         a server database must be at the current schema (``rolltap db upgrade``) unless
         ``upgrade=True``. ``writer_options``: ``queue_size``, ``busy_timeout``,
         ``max_batch``, ``reconnect_timeout`` (see :class:`~rolltap.store.writer.Writer`).
+
+        >>> # async with await Store.open("postgresql://db/rolltap") as store: ...
         """
         sa_url = to_sqlalchemy_url(resolve_store_url(url))
         sqlite = backend_of(sa_url) == "sqlite"
@@ -100,7 +102,12 @@ class Store(StoreReads):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Write what is queued, stop the writer, release connections. Idempotent."""
+        """Write what is queued, stop the writer, release connections. Idempotent.
+
+        Bound the flush with ``asyncio.timeout``: the writer task is cancelled and awaited.
+
+        >>> # await store.aclose()  # what `async with` does on exit
+        """
         if self._closed:
             return
         self._closed = True
@@ -125,7 +132,10 @@ class Store(StoreReads):
         return backend_of(self._engine.url)
 
     def stats(self) -> WriterStats:
-        """Queue depth, transactions, writes and reconnects of the serial writer."""
+        """Queue depth, transactions, writes and reconnects of the serial writer.
+
+        >>> # store.stats().reconnects
+        """
         return self._writer.stats()
 
     async def _write(self, op: WriteOp) -> Any:
@@ -214,7 +224,12 @@ class Store(StoreReads):
         self._remember(info)
 
     def forget(self, session_id: str) -> None:
-        """Drop what the store remembers about a session it will not write again."""
+        """Drop what the store remembers about a session it will not write again.
+
+        The next commit of that session (if any) reloads its persisted prefix.
+
+        >>> # store.forget(rollout.id)  # after its final commit
+        """
         state = self._states.get(session_id)
         if state is not None and not state.lock.locked():
             del self._states[session_id]
@@ -223,6 +238,8 @@ class Store(StoreReads):
         """Delete a session and its events; refused while forks depend on it unless ``cascade``.
 
         Returns the ids deleted (the session, then its forks).
+
+        >>> # await store.delete_session(base.id, cascade=True)
         """
         op = DeleteSessionOp(session_id, cascade=cascade, forget=self._forget_ids)
         result: list[str] = await self._write(op)
@@ -232,6 +249,8 @@ class Store(StoreReads):
         """Delete a run, its sessions and their events; the number of sessions deleted.
 
         Refused while sessions of other runs fork from it, unless ``cascade``.
+
+        >>> # await store.delete_run(run.id)
         """
         op = DeleteRunOp(run_id, cascade=cascade, forget=self._forget_run)
         result: int = await self._write(op)
@@ -248,7 +267,13 @@ class Store(StoreReads):
     async def import_jsonl(
         self, src: str | Path | IO[bytes], *, skip_existing: bool = False
     ) -> int:
-        """Import sessions written by :meth:`export_jsonl`; the number imported."""
+        """Import sessions written by :meth:`export_jsonl`; the number imported.
+
+        Runs missing from the store are created with their exported id, name and
+        config; forks arrive resolved (standalone sessions).
+
+        >>> # await store.import_jsonl("run.jsonl", skip_existing=True)
+        """
         imported = 0
         async for run, session, rows in export.read_jsonl(src):
             async with reader.reading(self._engine) as conn:

@@ -142,16 +142,26 @@ class Writer:
         return op.future
 
     async def close(self) -> None:
-        """Write everything queued, then stop the task and release the connection."""
-        if self._task is None or self._closing:
+        """Write what is queued, then stop the task and drop the connection.
+
+        Bound it with ``asyncio.timeout``: a close that is cancelled still cancels and
+        awaits the writer task; unwritten ops then fail with StoreClosedError. Raises
+        StoreClosedError if the writer had crashed.
+        """
+        task = self._task
+        if task is None or self._closing:
             return
         self._closing = True
-        if not self._task.done():
-            await self._queue.put(None)
         try:
-            await self._task
+            if not task.done():
+                await self._queue.put(None)
+            await asyncio.wait({task})
         finally:
+            task.cancel()
+            await asyncio.wait({task})
             await self._discard_connection()
+        if not task.cancelled() and task.exception() is not None:
+            raise StoreClosedError("the store writer had stopped") from task.exception()
 
     async def _run(self) -> None:
         try:

@@ -28,6 +28,12 @@ _OPTS: dict[str, Any] = {
 
 
 def upgrade() -> None:
+    _create_runs()
+    _create_sessions()
+    _create_events()
+
+
+def _create_runs() -> None:
     op.create_table(
         "rolltap_runs",
         sa.Column("id", sa.String(64), primary_key=True),
@@ -43,6 +49,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_rolltap_runs_created", "rolltap_runs", ["created_at"])
     op.create_index("ix_rolltap_runs_name", "rolltap_runs", ["name"])
+
+
+def _create_sessions() -> None:
     op.create_table(
         "rolltap_sessions",
         sa.Column("id", sa.String(64), primary_key=True),
@@ -64,6 +73,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_rolltap_sessions_run_created", "rolltap_sessions", ["run_id", "created_at"])
     op.create_index("ix_rolltap_sessions_parent", "rolltap_sessions", ["parent_id"])
+
+
+def _create_events() -> None:
     op.create_table(
         "rolltap_events",
         sa.Column(
@@ -73,7 +85,7 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("ts", sa.Double(), nullable=False),
         sa.Column("payload", _BLOB, nullable=False),
-        sa.PrimaryKeyConstraint("session_id", "seq", name="pk_rolltap_events"),
+        sa.PrimaryKeyConstraint("session_id", "seq"),
         **_OPTS,
     )
 
