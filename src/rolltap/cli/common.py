@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rolltap.errors import RolltapError
 
@@ -24,5 +25,5 @@ def run_async(main: Coroutine[Any, Any, None]) -> None:
     except KeyboardInterrupt:
         err_console.print("stopped")
     except RolltapError as err:
-        err_console.print(f"[red]error[/red] [{err.code}] {err.message}")
+        err_console.print(f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}")
         raise typer.Exit(1) from err

@@ -85,3 +85,5 @@ class StoreRecorder:
         finally:
             if final:
                 self._created.pop(rollout.id, None)
+                # the store need not remember a finished session's prefix any longer
+                self.store.forget(rollout.id)

@@ -12,6 +12,7 @@ write whether it already landed, so nothing is lost or written twice.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -58,7 +59,8 @@ class WriterHooks:
         """Inside the transaction, after the writes, before COMMIT."""
 
     async def after_commit(self, ops: Sequence[WriteOp]) -> None:
-        """After COMMIT returned, before callers are told."""
+        """After COMMIT returned, before callers are told (raise a *transient* fault here:
+        the writes landed, so only the verify-and-retry path is correct)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,17 +231,13 @@ class Writer:
     async def _transaction(self, conn: AsyncConnection, ops: Sequence[WriteOp]) -> None:
         now = time.time()
         async with conn.begin():
-            start = 0
-            while start < len(ops):
-                if isinstance(ops[start], CommitOp):
-                    end = start
-                    while end < len(ops) and isinstance(ops[end], CommitOp):
-                        end += 1
-                    await apply_commits(conn, ops[start:end], now)  # type: ignore[arg-type]
-                    start = end
+            # consecutive commits go together: one batched statement per table
+            for batched, group in itertools.groupby(ops, key=lambda op: isinstance(op, CommitOp)):
+                if batched:
+                    await apply_commits(conn, [op for op in group if isinstance(op, CommitOp)], now)
                 else:
-                    await ops[start].apply(conn, now)
-                    start += 1
+                    for op in group:
+                        await op.apply(conn, now)
             await self.hooks.before_commit(ops)
         self._transactions += 1
         await self.hooks.after_commit(ops)
@@ -254,12 +252,14 @@ class Writer:
         self._settle_ok(landed)
         return pending
 
-    async def _permanent_failure(self, ops: list[WriteOp], exc: BaseException) -> None:
+    async def _permanent_failure(
+        self, ops: list[WriteOp], exc: SQLAlchemyError | OSError | StoreError
+    ) -> None:
         if len(ops) > 1:  # find the culprit: the others must not fail with it
             for op in list(ops):
                 await self._run_group([op])
             return
-        error = exc if isinstance(exc, StoreError) else translate_db_error(exc)  # type: ignore[arg-type]
+        error = exc if isinstance(exc, StoreError) else translate_db_error(exc)
         self._settle_failed(ops, error, cause=exc)
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
