@@ -1,9 +1,15 @@
 """Persist every rollout's events through a store, incrementally, as calls finish.
 
-This is what ``rolltap gateway --store URL`` runs: each rollout is a session of one run;
-after every call its log is committed (only the new events are written), and when the
-rollout ends the final commit carries its status. Commits are issued concurrently so the
-store's serial writer can group them into one transaction.
+After each call of a rollout its log is committed (only the new events are written),
+with at most one commit in flight per session: calls that finish meanwhile are folded
+into the next one. Commits of different rollouts run concurrently so the store's serial
+writer can group them into one transaction.
+
+Two owners use it. ``rolltap gateway --store URL`` gives a ``run_id``: each registered
+rollout becomes a session of that run, and its final commit carries the status it ended
+with. The eval runner creates its sessions itself (named by the rollout's
+``metadata["session_id"]``), passes ``final_commit=False``, and after :meth:`settle`
+makes the final commit with status and reward, so no incremental commit lands after it.
 
 >>> async def main(store: Store, endpoint: EndpointConfig) -> None:  # doctest: +SKIP
 ...     run = await store.create_run("standalone")
@@ -16,26 +22,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack
 from typing import Any
 
 from rolltap.errors import StoreError
 from rolltap.gateway.rollout import Rollout
-from rolltap.store import Store
+from rolltap.store import EventLog, Store
 
-__all__ = ["StoreRecorder"]
+__all__ = ["SESSION_KEY", "StoreRecorder"]
 
 log = logging.getLogger("rolltap.gateway.recorder")
+
+#: the rollout metadata key naming its store session (default: the rollout id)
+SESSION_KEY = "session_id"
+
+
+def session_of(rollout: Rollout) -> str:
+    session_id = rollout.metadata.get(SESSION_KEY)
+    return session_id if isinstance(session_id, str) else rollout.id
 
 
 class StoreRecorder:
     """A :class:`~rolltap.gateway.observer.RolloutObserver` that commits to a store."""
 
-    def __init__(self, store: Store, run_id: str) -> None:
+    def __init__(
+        self, store: Store, run_id: str | None = None, *, final_commit: bool = True
+    ) -> None:
         self.store = store
         self.run_id = run_id
+        self.final_commit = final_commit
         self.failures = 0
         self._created: dict[str, asyncio.Task[Any]] = {}
+        self._dirty: dict[str, EventLog] = {}
+        self._pending: dict[str, asyncio.Task[None]] = {}
         self._stack = AsyncExitStack()
         self._tasks: asyncio.TaskGroup | None = None
 
@@ -51,13 +71,15 @@ class StoreRecorder:
         self._tasks = None
         await self._stack.aclose()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         if self._tasks is None:
             coro.close()
             raise StoreError("the recorder is closed")
         return self._tasks.create_task(coro)
 
     def rollout_registered(self, rollout: Rollout) -> None:
+        if self.run_id is None:
+            return  # the owner created the session itself
         task = {"metadata": rollout.metadata, "endpoint": rollout.endpoint.name}
         self._created[rollout.id] = self._spawn(
             self.store.create_session(
@@ -66,24 +88,48 @@ class StoreRecorder:
         )
 
     def call_finished(self, rollout: Rollout) -> None:
-        self._spawn(self._commit(rollout, "running"))
+        session_id = session_of(rollout)
+        self._dirty[session_id] = rollout.log
+        if session_id not in self._pending:
+            self._pending[session_id] = self._spawn(self._drain(session_id))
 
     def rollout_ended(self, rollout: Rollout, status: str) -> None:
-        self._spawn(self._commit(rollout, status, final=True))
+        if self.final_commit:
+            self._spawn(self._finish(rollout, status))
 
-    async def _commit(self, rollout: Rollout, status: str, *, final: bool = False) -> None:
-        created = self._created.get(rollout.id)
+    async def settle(self, session_id: str) -> None:
+        """Wait until no incremental commit of ``session_id`` is pending."""
+        self._dirty.pop(session_id, None)
+        task = self._pending.get(session_id)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def _drain(self, session_id: str) -> None:
         try:
+            created = self._created.get(session_id)
             if created is not None:
                 await created
-            await self.store.commit(rollout.id, rollout.log, status=status)
+            while (events := self._dirty.pop(session_id, None)) is not None:
+                await self.store.commit(session_id, events, status="running")
         except StoreError as err:
             # Nothing is lost: the persisted prefix did not advance, so the next commit
-            # of this rollout writes these events too. A failed final commit is logged.
+            # of this session (the final one at the latest) writes these events too.
             self.failures += 1
-            log.warning("commit of rollout %s failed: %s", rollout.id, err)
+            log.warning("commit of session %s failed: %s", session_id, err)
         finally:
-            if final:
-                self._created.pop(rollout.id, None)
-                # the store need not remember a finished session's prefix any longer
-                self.store.forget(rollout.id)
+            self._pending.pop(session_id, None)
+
+    async def _finish(self, rollout: Rollout, status: str) -> None:
+        session_id = session_of(rollout)
+        await self.settle(session_id)
+        try:
+            created = self._created.pop(session_id, None)
+            if created is not None:
+                await created
+            await self.store.commit(session_id, rollout.log, status=status)
+        except StoreError as err:
+            self.failures += 1
+            log.warning("final commit of session %s failed: %s", session_id, err)
+        finally:
+            # the store need not remember a finished session's prefix any longer
+            self.store.forget(session_id)

@@ -17,10 +17,10 @@ from typing import Any
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway, RolloutLimits
+from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness, load_harness
-from rolltap.rollouts.persist import CommitObserver
 from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
@@ -92,7 +92,8 @@ async def _run_on(
 ) -> list[RolloutResult]:
     scorer = Scorer([parse_reward_spec(spec) for spec in config.rewards])
     harness = _harness_of(config, ctx.harness)
-    async with _endpoint(config, ctx.endpoint) as endpoint, CommitObserver(store) as observer:
+    recorder = StoreRecorder(store, final_commit=False)
+    async with _endpoint(config, ctx.endpoint) as endpoint, recorder as observer:
         local = endpoint.name == "local" and ctx.endpoint is None and not config.endpoint
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings

@@ -3,7 +3,7 @@
 Each rollout: a store session (its task dict names ``task_id`` and ``sample``), a
 gateway registration (limits, sampling), the harness, then unregister (or abort),
 reward, and a final commit with status and reward. Events are committed incrementally
-as calls finish (:class:`~rolltap.rollouts.persist.CommitObserver`). :meth:`Runner.stop`
+as calls finish (:class:`~rolltap.gateway.recorder.StoreRecorder`). :meth:`Runner.stop`
 stops admitting and cancels the harnesses in flight; those rollouts end ``cancelled``.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from rolltap.errors import RolltapError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
+from rolltap.gateway.recorder import SESSION_KEY, StoreRecorder
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
-from rolltap.rollouts.persist import SESSION_KEY, CommitObserver
 from rolltap.rollouts.results import RolloutResult, call_stats
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
@@ -53,7 +53,7 @@ class Runner:
         *,
         gateway: Gateway,
         store: Store,
-        observer: CommitObserver,
+        observer: StoreRecorder,
         run_id: str,
         harness: Harness,
         scorer: Scorer,
