@@ -10,12 +10,11 @@ turns what it returns (or raises) into the rollout's answer and status.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolltap.errors import ConfigError
+from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 from rolltap.store import EventLog
 
@@ -61,22 +60,8 @@ def _builtins() -> dict[str, Harness]:
 
 def load_harness(spec: str) -> Harness:
     """A built-in harness by name (``chat``, ``tool-agent``) or ``module:function``."""
-    builtins = _builtins()
-    if spec in builtins:
-        return builtins[spec]
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        known = ", ".join(sorted(builtins))
-        raise ConfigError(f"unknown harness {spec!r}: use one of {known} or module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"harness {spec!r}: cannot import {module_name}: {exc}") from exc
-    harness = getattr(module, attr, None)
-    if not callable(harness):
-        raise ConfigError(f"harness {spec!r}: {module_name} has no callable {attr!r}")
-    result: Harness = harness
-    return result
+    harness: Harness = load_callable(spec, _builtins(), "harness")
+    return harness
 
 
 def answer_of(result: object) -> HarnessResult:

@@ -20,7 +20,6 @@ components keep it in [0, 1]; a rollout counts as *passed* (pass@k) at reward â‰
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 import re
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.errors import ConfigError
+from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 from rolltap.store import Event
 
@@ -120,21 +120,8 @@ def parse_reward_spec(text: str) -> RewardSpec:
 
 
 def _resolve(name: str) -> RewardFn:
-    if name in BUILTIN_REWARDS:
-        return BUILTIN_REWARDS[name]
-    module_name, sep, attr = name.partition(":")
-    if not sep:
-        known = ", ".join(sorted(BUILTIN_REWARDS))
-        raise ConfigError(f"unknown reward {name!r}: use one of {known} or module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"reward {name!r}: cannot import {module_name}: {exc}") from exc
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise ConfigError(f"reward {name!r}: {module_name} has no callable {attr!r}")
-    resolved: RewardFn = fn
-    return resolved
+    fn: RewardFn = load_callable(name, BUILTIN_REWARDS, "reward")
+    return fn
 
 
 class Scorer:
