@@ -16,6 +16,7 @@ from rolltap.errors import InvalidRequestError, MalformedJSONError, RolltapError
 __all__ = [
     "ROLES",
     "error_body",
+    "load_json_object",
     "parse_request",
     "split_params",
 ]
@@ -32,18 +33,24 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     >>> parse_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')["model"]
     'm'
     """
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("request body must be a JSON object", field="body")
+    body = load_json_object(raw)
     _check_messages(body.get("messages"))
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError("must be a string", field="model")
     _check_types(body)
     _check_tools(body.get("tools"))
+    return body
+
+
+def load_json_object(raw: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object; 400 ``malformed_json``/``invalid_request``."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequestError("request body must be a JSON object", field="body")
     return body
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from rolltap.errors import AuthenticationError, InvalidRequestError, MalformedJSONError
+from rolltap.dialects.openai_chat import load_json_object
+from rolltap.errors import AuthenticationError, InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
 from rolltap.gateway.server import GATEWAY, bearer_token, read_body
 from rolltap.gateway.stats import render_metrics
@@ -51,12 +52,7 @@ async def _register_args(request: web.Request) -> dict[str, Any]:
     raw = await read_body(request, _ADMIN_BODY_LIMIT)
     if not raw.strip():
         return {}
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("must be a JSON object", field="body")
+    body = load_json_object(raw)
     for name, value in body.items():
         expected = _REGISTER_FIELDS.get(name)
         if expected is None:

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from rolltap.clients.relay import UpstreamResponse
 from rolltap.dialects.openai_chat import error_body, split_params
-from rolltap.dialects.sse import SSESplitter, encode_data
+from rolltap.dialects.sse import SSEEvent, SSESplitter, encode_data
 from rolltap.errors import (
     RolltapError,
     UpstreamProtocolError,
@@ -192,7 +192,8 @@ class ChatCall:
         async for chunk in up.iter_chunks():
             if self.t_first is None:
                 self.t_first = time.perf_counter()
-            out, done = self._fold(splitter.feed(chunk), acc, chunk, done)
+            out, finished = self._fold(splitter.feed(chunk), acc)
+            done = done or finished
             if out:
                 await resp.write(out)
         if not done:
@@ -201,10 +202,9 @@ class ChatCall:
         await resp.write_eof()
         return resp
 
-    def _fold(
-        self, events: list[Any], acc: ChatStreamAccumulator, chunk: bytes, done: bool
-    ) -> tuple[bytes, bool]:
-        """Record complete events; return the bytes to relay now."""
+    def _fold(self, events: list[SSEEvent], acc: ChatStreamAccumulator) -> tuple[bytes, bool]:
+        """Record complete events; return the bytes to relay now and whether [DONE] came."""
+        done = False
         keep: list[bytes] = []
         for ev in events:
             if ev.data is None:
