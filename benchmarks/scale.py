@@ -19,6 +19,9 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,9 @@ from rolltap.rollouts.results import RolloutResult
 from rolltap.sim import SimConfig, Simulator
 
 TURNS = 3
+#: the gateway's upstream connection limit, the same for every C: connections opened
+#: should track the calls in flight (reused across turns), never exceed this
+CONNECTION_LIMIT = 2048
 
 
 def _raise_nofile() -> int:
@@ -49,19 +55,52 @@ def _quartiles(results: list[RolloutResult]) -> list[float | None]:
     return out
 
 
+@dataclass(slots=True)
+class Peaks:
+    threads: int = 0
+    open_files: int = 0
+    rss_mb: float = 0.0
+
+    def sample(self, proc: psutil.Process) -> None:
+        self.threads = max(self.threads, threading.active_count(), proc.num_threads())
+        self.open_files = max(self.open_files, proc.num_fds())
+        self.rss_mb = max(self.rss_mb, proc.memory_info().rss / 2**20)
+
+
+@asynccontextmanager
+async def peaks_during(interval_s: float = 0.25) -> AsyncIterator[Peaks]:
+    """Sample threads, open files and RSS while the body runs; the maxima seen."""
+    proc, peaks = psutil.Process(), Peaks()
+
+    async def sample() -> None:
+        while True:
+            peaks.sample(proc)
+            await asyncio.sleep(interval_s)
+
+    async with asyncio.TaskGroup() as group:
+        sampler = group.create_task(sample())
+        try:
+            yield peaks
+        finally:
+            sampler.cancel()
+    peaks.sample(proc)
+
+
 async def one_wave(c: int, sim_config: SimConfig, store_dir: Path) -> dict[str, Any]:
     """Run one wave of ``c`` rollouts; the measurements."""
-    proc = psutil.Process()
     task = Task(id="t", messages=[{"role": "user", "content": f"q{i}"} for i in range(TURNS)],
                 info={"regex": "."})  # fmt: skip
     async with Simulator(sim_config) as sim:
-        endpoint = EndpointConfig(base_url=sim.base_url, model="sim", max_connections=c)
-        t0 = time.perf_counter()
-        result = await evaluate(
-            [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
-            store=f"sqlite:///{store_dir}/scale-{c}.db",
-        )  # fmt: skip
-        wall = time.perf_counter() - t0
+        endpoint = EndpointConfig(
+            base_url=sim.base_url, model="sim", max_connections=CONNECTION_LIMIT
+        )
+        async with peaks_during() as peaks:
+            t0 = time.perf_counter()
+            result = await evaluate(
+                [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
+                store=f"sqlite:///{store_dir}/scale-{c}.db",
+            )  # fmt: skip
+            wall = time.perf_counter() - t0
         connections = sim.stats.connections
     per_call = sim_config.ttft_ms / 1000 + sim_config.completion_tokens / sim_config.tokens_per_s
     ideal = TURNS * per_call
@@ -71,9 +110,9 @@ async def one_wave(c: int, sim_config: SimConfig, store_dir: Path) -> dict[str, 
         "wall/ideal": wall / ideal,
         "errors": sum(r.status != "completed" for r in result.results),
         "connections": connections,
-        "threads": max(threading.active_count(), proc.num_threads()),
-        "rss_mb": proc.memory_info().rss / 2**20,
-        "open_files": proc.num_fds(),
+        "threads": peaks.threads,
+        "rss_mb": peaks.rss_mb,
+        "open_files": peaks.open_files,
         "q_latency_ms": _quartiles(result.results),
     }
 

@@ -11,12 +11,12 @@ import aiohttp
 import pytest
 from typer.testing import CliRunner
 
-from rolltap.cli.main import _register_commands, app
+from rolltap.cli.main import app, register_commands
 from rolltap.errors import ConfigError
 from rolltap.local.model import gguf_path, server_binary
 from rolltap.sim import Simulator
 
-_register_commands()
+register_commands()
 runner = CliRunner()
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
+from typer.testing import CliRunner
+
+from rolltap.cli.main import register_commands
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import LimitsConfig, Task, evaluate
+from rolltap.rollouts.builtin import chat_harness
+from rolltap.rollouts.harness import HarnessContext, HarnessResult
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
@@ -66,3 +74,43 @@ async def test_harness_failures_become_statuses(sim: Simulator, tmp_path: Path) 
     async with await Store.open(url) as store:
         statuses = sorted(s.status for s in await store.list_sessions())
     assert statuses == ["failed", "failed", "timeout"]
+
+
+async def test_each_rollout_gets_its_own_open_http_client(sim: Simulator, tmp_path: Path) -> None:
+    seen: list[httpx.AsyncClient] = []
+
+    async def harness(task: Task, ctx: HarnessContext) -> HarnessResult:
+        assert ctx.http_client is not None
+        seen.append(ctx.http_client)
+        result = await chat_harness(task, ctx)
+        # the SDK client built on it must not have closed the runner's client
+        assert not ctx.http_client.is_closed
+        return result
+
+    result = await evaluate(
+        [Task(id="t", prompt="hi")], harness=harness, endpoint=_endpoint(sim), r=4, c=4,
+        store=f"sqlite:///{tmp_path}/runs.db",
+    )  # fmt: skip
+    assert result.summary["statuses"] == {"completed": 4}
+    assert len({id(client) for client in seen}) == 4
+    assert all(client.is_closed for client in seen)
+
+
+async def test_runs_compare_sets_two_runs_side_by_side(sim: Simulator, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    tasks = _three_turn_tasks(3)
+    run_ids = []
+    for reward in ("regex", "contains"):
+        result = await evaluate(
+            tasks, harness="chat", endpoint=_endpoint(sim), rewards=[reward], store=url
+        )
+        run_ids.append(result.run_id)
+    args = ["runs", "compare", *run_ids, "--store", url, "--json"]
+    out = await asyncio.to_thread(CliRunner().invoke, register_commands(), args)
+    assert out.exit_code == 0, out.output
+    runs = orjson.loads(out.stdout)
+    assert list(runs) == run_ids
+    # task t0 asks for what the simulator never says; no task has an answer to contain
+    assert runs[run_ids[0]]["reward"]["mean"] == 2 / 3
+    assert runs[run_ids[1]]["reward"]["mean"] == 0.0
+    assert runs[run_ids[0]]["statuses"] == {"completed": 3}

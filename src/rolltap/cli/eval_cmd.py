@@ -1,4 +1,4 @@
-"""``rolltap eval`` (run a harness over a task set) and ``rolltap compare A B``."""
+"""``rolltap eval`` (run a harness over a task set) and ``rolltap runs compare A B``."""
 
 from __future__ import annotations
 
@@ -158,6 +158,5 @@ def compare_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``eval`` and ``compare`` to ``app``."""
+    """Add ``eval`` to ``app`` (``runs compare`` is added with the other ``runs`` commands)."""
     app.command("eval")(eval_command)
-    app.command("compare")(compare_command)

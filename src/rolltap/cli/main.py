@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "register_commands"]
 
 app = typer.Typer(
     name="rolltap",
@@ -14,15 +14,18 @@ app = typer.Typer(
 )
 
 
-def _register_commands() -> None:
-    # Each command module adds its own commands; imported here so `rolltap --help`
-    # lists them all.
+def register_commands() -> typer.Typer:
+    """Add every command to ``app`` (once; later calls do nothing) and return it."""
+    # Each command module adds its own commands; imported here, not at import time, so
+    # `import rolltap` stays light.
+    if app.registered_commands:
+        return app
     from rolltap.cli import eval_cmd, gateway_cmd, local_cmd, sim_cmd, store_cmd
 
     for module in (eval_cmd, gateway_cmd, sim_cmd, local_cmd, store_cmd):
         module.register(app)
+    return app
 
 
 def main() -> None:
-    _register_commands()
-    app()
+    register_commands()()

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from rolltap.cli.common import console, err_console, run_async
+from rolltap.cli.eval_cmd import compare_command
 from rolltap.store import Store, resolve_store_url, upgrade
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.transcript import describe
@@ -201,6 +202,7 @@ def register(app: typer.Typer) -> None:
     runs = typer.Typer(help="Runs (named batches of sessions) in the store.", no_args_is_help=True)
     runs.command("list")(runs_list)
     runs.command("delete")(runs_delete)
+    runs.command("compare")(compare_command)
     app.add_typer(db, name="db")
     app.add_typer(sessions, name="sessions")
     app.add_typer(runs, name="runs")

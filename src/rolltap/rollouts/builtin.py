@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import openai
 import orjson
@@ -11,7 +13,7 @@ from rolltap.rollouts.calculator import calculate
 from rolltap.rollouts.harness import HarnessContext, HarnessResult
 from rolltap.rollouts.tasks import Task
 
-__all__ = ["CALCULATOR_TOOL", "chat_harness", "tool_agent_harness"]
+__all__ = ["CALCULATOR_TOOL", "chat_harness", "openai_client", "tool_agent_harness"]
 
 #: the tool-agent's one tool
 CALCULATOR_TOOL: dict[str, Any] = {
@@ -30,10 +32,31 @@ _DEFAULT_TOOL_TURNS = 8
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 
 
-def _client(ctx: HarnessContext) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=ctx.openai_base_url, api_key=ctx.api_key, max_retries=0, timeout=ctx.timeout_s
-    )
+@asynccontextmanager
+async def openai_client(ctx: HarnessContext) -> AsyncIterator[openai.AsyncOpenAI]:
+    """An ``AsyncOpenAI`` for this rollout, on the HTTP client the runner gave it.
+
+    The SDK closes the HTTP client it was given when it is closed, so a client built on
+    ``ctx.http_client`` is never closed here (the runner closes it); without one, the
+    SDK client owns and closes its own.
+
+    >>> async def harness(task, ctx):  # doctest: +SKIP
+    ...     async with openai_client(ctx) as client:
+    ...         await client.chat.completions.create(model=ctx.model, messages=[...])
+    """
+    options: dict[str, Any] = {
+        "base_url": ctx.openai_base_url,
+        "api_key": ctx.api_key,
+        "max_retries": 0,
+        "timeout": ctx.timeout_s,
+    }
+    if ctx.http_client is not None:
+        # Newer SDKs annotate ``httpx2`` clients but accept ``httpx`` ones, the only kind
+        # every supported SDK version takes; hence the cast.
+        yield openai.AsyncOpenAI(**options, http_client=cast(Any, ctx.http_client))
+        return
+    async with openai.AsyncOpenAI(**options) as client:
+        yield client
 
 
 def _sampling(ctx: HarnessContext) -> dict[str, Any]:
@@ -57,7 +80,7 @@ async def chat_harness(task: Task, ctx: HarnessContext) -> HarnessResult:
     messages = task.chat_messages()
     history: list[dict[str, Any]] = []
     replies: list[str] = []
-    async with _client(ctx) as client:
+    async with openai_client(ctx) as client:
         for index, message in enumerate(messages):
             history.append(message)
             if not _needs_reply(messages, index) and index + 1 < len(messages):
@@ -90,7 +113,7 @@ async def tool_agent_harness(task: Task, ctx: HarnessContext) -> HarnessResult:
     messages: list[dict[str, Any]] = task.chat_messages()
     max_turns = int(task.info.get("max_tool_turns", _DEFAULT_TOOL_TURNS))
     tool_calls = 0
-    async with _client(ctx) as client:
+    async with openai_client(ctx) as client:
         for _ in range(max_turns):
             completion = await client.chat.completions.create(
                 model=ctx.model,

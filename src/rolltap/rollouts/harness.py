@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 from rolltap.store import EventLog
@@ -28,7 +30,12 @@ class HarnessContext:
     ``api_key`` is the rollout's gateway secret (not an upstream credential).
     ``sampling`` holds the run's sampling overrides (the gateway applies them to every
     request; harnesses may pass them too). ``log`` is the rollout's event log: a harness
-    may append its own events (e.g. ``harness_output``).
+    may append its own events (e.g. ``harness_output``). ``http_client`` is this rollout's
+    HTTP client, owned and closed by the runner and cheap to build (it shares one TLS
+    context): pass it to an SDK (``AsyncOpenAI(http_client=ctx.http_client)``) rather
+    than letting the SDK build its own, which loads the CA store (tens of ms of CPU) and
+    convoys a wave of thousands of rollouts (see
+    :func:`rolltap.rollouts.builtin.openai_client`).
     """
 
     rollout_id: str
@@ -39,6 +46,7 @@ class HarnessContext:
     sampling: dict[str, Any] = field(default_factory=dict)
     log: EventLog = field(default_factory=EventLog)
     timeout_s: float | None = None
+    http_client: httpx.AsyncClient | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from rolltap.errors import RolltapError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
-from rolltap.gateway.recorder import SESSION_KEY, StoreRecorder
+from rolltap.gateway.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
 from rolltap.rollouts.results import RolloutResult, call_stats
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
-from rolltap.store import Event, EventKind, EventLog, Store
+from rolltap.store import Event, EventKind, EventLog
 
 __all__ = ["Runner", "WorkItem"]
 
@@ -52,7 +55,7 @@ class Runner:
         self,
         *,
         gateway: Gateway,
-        store: Store,
+        store: SessionStore,
         observer: StoreRecorder,
         run_id: str,
         harness: Harness,
@@ -62,15 +65,22 @@ class Runner:
         limits: RolloutLimits | None = None,
         sampling: dict[str, Any] | None = None,
         on_result: Callable[[RolloutResult], None] | None = None,
+        user: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.gateway, self.store, self.observer = gateway, store, observer
         self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
         self.c, self.limits, self.sampling = c, limits, dict(sampling or {})
         self.on_result = on_result
+        #: the user and endpoint name every rollout registers with (pool identity)
+        self.user, self.endpoint = user, endpoint
         self.stopping = False
         self.results: list[RolloutResult] = []
         self._in_harness: dict[int, asyncio.Task[Any]] = {}
         self._t0 = time.monotonic()
+        # Building an httpx client loads the CA store (tens of ms of CPU); a wave of
+        # thousands of rollouts would convoy on it, so all of them share one context.
+        self._ssl = ssl.create_default_context()
 
     def stop(self) -> None:
         """Admit no more rollouts and cancel the harnesses in flight (→ ``cancelled``)."""
@@ -116,6 +126,8 @@ class Runner:
                 metadata={SESSION_KEY: session.id, "task_id": item.task.id, "sample": item.sample},
                 limits=self.limits,
                 sampling=self.sampling or None,
+                user=self.user,
+                endpoint=self.endpoint,
             )
         except RolltapError as err:
             result.error = f"{err.code}: {err.message}"
@@ -126,7 +138,7 @@ class Runner:
         result.duration_s = time.monotonic() - started
         return result
 
-    def _context(self, rollout: Rollout) -> HarnessContext:
+    def _context(self, rollout: Rollout, http: httpx.AsyncClient) -> HarnessContext:
         urls = self.gateway.describe(rollout)
         return HarnessContext(
             rollout_id=rollout.id,
@@ -137,6 +149,7 @@ class Runner:
             sampling=dict(self.sampling),
             log=rollout.log,
             timeout_s=self.limits.timeout_s if self.limits else None,
+            http_client=http,
         )
 
     async def _drive(self, task: Task, rollout: Rollout) -> _Outcome:
@@ -149,8 +162,13 @@ class Runner:
         timeout = self.limits.timeout_s if self.limits else None
         self._in_harness[key] = current
         try:
-            async with asyncio.timeout(timeout) as scope:
-                answer = answer_of(await self.harness(task, self._context(rollout)))
+            # One HTTP client per rollout, not one shared pool: httpcore scans its
+            # whole pool on every request, quadratic in the rollouts in flight.
+            async with (
+                asyncio.timeout(timeout) as scope,
+                httpx.AsyncClient(verify=self._ssl, timeout=None) as http,
+            ):
+                answer = answer_of(await self.harness(task, self._context(rollout, http)))
             return _Outcome("completed", answer=answer.answer)
         except asyncio.CancelledError:
             if not self.stopping or current.uncancel() > 0:
