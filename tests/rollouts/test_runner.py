@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 from typer.testing import CliRunner
 
@@ -77,7 +77,7 @@ async def test_harness_failures_become_statuses(sim: Simulator, tmp_path: Path) 
 
 
 async def test_each_rollout_gets_its_own_open_http_client(sim: Simulator, tmp_path: Path) -> None:
-    seen: list[httpx.AsyncClient] = []
+    seen: list[httpx2.AsyncClient] = []
 
     async def harness(task: Task, ctx: HarnessContext) -> HarnessResult:
         assert ctx.http_client is not None

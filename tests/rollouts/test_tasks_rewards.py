@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,9 +45,33 @@ def test_ids_default_to_line_numbers_and_n_shuffle(tmp_path: Path) -> None:
     assert shuffled == [t.id for t in load_tasks(path, shuffle=True, seed=1)]
 
 
-def test_parquet_without_pyarrow_names_the_fix(tmp_path: Path) -> None:
-    if importlib.util.find_spec("pyarrow") is not None:
-        pytest.skip("pyarrow is installed: Parquet loads")
+def test_parquet_tasks_load_with_messages_answers_and_info(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="Parquet tasks need the parquet extra")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "tasks.parquet"
+    columns = {
+        "id": ["a", "b"],
+        "prompt": ["1, 2,", None],
+        "messages": [None, [{"role": "user", "content": "hi"}]],
+        "answer": ["3", None],
+        "info": [{"k": "v"}, None],
+    }
+    pq.write_table(pa.table(columns), path)
+    first, second = load_tasks(path)
+    assert (first.id, first.prompt, first.answer, first.info) == ("a", "1, 2,", "3", {"k": "v"})
+    assert (second.id, second.chat_messages()) == ("b", [{"role": "user", "content": "hi"}])
+    (path.parent / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ConfigError, match="cannot read Parquet"):
+        load_tasks(path.parent / "bad.parquet")
+
+
+def test_parquet_without_pyarrow_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a None entry in sys.modules makes the import fail as if pyarrow were absent
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ConfigError, match="pip install pyarrow"):
         load_tasks(tmp_path / "t.parquet")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import openai
 import orjson
@@ -51,9 +51,7 @@ async def openai_client(ctx: HarnessContext) -> AsyncIterator[openai.AsyncOpenAI
         "timeout": ctx.timeout_s,
     }
     if ctx.http_client is not None:
-        # Newer SDKs annotate ``httpx2`` clients but accept ``httpx`` ones, the only kind
-        # every supported SDK version takes; hence the cast.
-        yield openai.AsyncOpenAI(**options, http_client=cast(Any, ctx.http_client))
+        yield openai.AsyncOpenAI(**options, http_client=ctx.http_client)
         return
     async with openai.AsyncOpenAI(**options) as client:
         yield client

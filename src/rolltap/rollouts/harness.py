@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
@@ -46,7 +46,7 @@ class HarnessContext:
     sampling: dict[str, Any] = field(default_factory=dict)
     log: EventLog = field(default_factory=EventLog)
     timeout_s: float | None = None
-    http_client: httpx.AsyncClient | None = None
+    http_client: httpx2.AsyncClient | None = None
 
 
 @dataclass(frozen=True, slots=True)

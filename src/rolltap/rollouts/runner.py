@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 
 from rolltap.errors import RolltapError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
@@ -138,7 +138,7 @@ class Runner:
         result.duration_s = time.monotonic() - started
         return result
 
-    def _context(self, rollout: Rollout, http: httpx.AsyncClient) -> HarnessContext:
+    def _context(self, rollout: Rollout, http: httpx2.AsyncClient) -> HarnessContext:
         urls = self.gateway.describe(rollout)
         return HarnessContext(
             rollout_id=rollout.id,
@@ -166,7 +166,7 @@ class Runner:
             # whole pool on every request, quadratic in the rollouts in flight.
             async with (
                 asyncio.timeout(timeout) as scope,
-                httpx.AsyncClient(verify=self._ssl, timeout=None) as http,
+                httpx2.AsyncClient(verify=self._ssl, timeout=None) as http,
             ):
                 answer = answer_of(await self.harness(task, self._context(rollout, http)))
             return _Outcome("completed", answer=answer.answer)

@@ -101,10 +101,12 @@ def _parquet_rows(path: Path) -> Iterable[tuple[int, Any]]:
     except ImportError as exc:
         raise ConfigError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow") from exc
     try:
-        rows: list[Any] = pq.read_table(path).to_pylist()
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read Parquet tasks file {path}: {exc}") from exc
-    return enumerate(rows, start=1)
+    # Columns are shared by every row, so a row without a field reads it as null:
+    # a null column means "absent", as a missing key does in JSONL.
+    return enumerate(({k: v for k, v in row.items() if v is not None} for row in rows), start=1)
 
 
 def load_tasks(
