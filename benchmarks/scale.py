@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _procs import free_port, rolltap_process
 
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import Task, evaluate
 from rolltap.rollouts.results import RolloutResult
-from rolltap.sim import SimConfig, Simulator
 
 TURNS = 3
 #: the gateway's upstream connection limit, the same for every C: connections opened
@@ -55,22 +55,48 @@ def _quartiles(results: list[RolloutResult]) -> list[float | None]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """The simulator's latency model: time to first token, then tokens at a pace."""
+
+    ttft_ms: float
+    tokens_per_s: float
+    completion_tokens: int
+
+    @property
+    def per_call_s(self) -> float:
+        return self.ttft_ms / 1000 + self.completion_tokens / self.tokens_per_s
+
+    def sim_args(self, port: int) -> list[str]:
+        return [
+            "sim", "--port", str(port), "--ttft-ms", str(self.ttft_ms),
+            "--tokens-per-s", str(self.tokens_per_s),
+            "--completion-tokens", str(self.completion_tokens),
+        ]  # fmt: skip
+
+
 @dataclass(slots=True)
 class Peaks:
+    """Maxima of this process's threads, open files, RSS and connections to ``port``."""
+
+    port: int
     threads: int = 0
     open_files: int = 0
     rss_mb: float = 0.0
+    upstream_connections: int = 0
 
     def sample(self, proc: psutil.Process) -> None:
         self.threads = max(self.threads, threading.active_count(), proc.num_threads())
         self.open_files = max(self.open_files, proc.num_fds())
         self.rss_mb = max(self.rss_mb, proc.memory_info().rss / 2**20)
+        upstream = [c for c in proc.net_connections("tcp") if c.raddr and c.raddr.port == self.port]
+        self.upstream_connections = max(self.upstream_connections, len(upstream))
 
 
 @asynccontextmanager
-async def peaks_during(interval_s: float = 0.25) -> AsyncIterator[Peaks]:
-    """Sample threads, open files and RSS while the body runs; the maxima seen."""
-    proc, peaks = psutil.Process(), Peaks()
+async def peaks_during(port: int, interval_s: float = 0.5) -> AsyncIterator[Peaks]:
+    """Sample this process while the body runs; the maxima seen."""
+    proc, peaks = psutil.Process(), Peaks(port)
 
     async def sample() -> None:
         while True:
@@ -86,30 +112,31 @@ async def peaks_during(interval_s: float = 0.25) -> AsyncIterator[Peaks]:
     peaks.sample(proc)
 
 
-async def one_wave(c: int, sim_config: SimConfig, store_dir: Path) -> dict[str, Any]:
+async def one_wave(c: int, latency: Latency, store_dir: Path) -> dict[str, Any]:
     """Run one wave of ``c`` rollouts; the measurements."""
     task = Task(id="t", messages=[{"role": "user", "content": f"q{i}"} for i in range(TURNS)],
                 info={"regex": "."})  # fmt: skip
-    async with Simulator(sim_config) as sim:
+    port = free_port()
+    # The upstream runs in its own process, as a real one would: it must not share
+    # this process's one core with the harnesses and the gateway being measured.
+    with rolltap_process(latency.sim_args(port), f"http://127.0.0.1:{port}/health"):
         endpoint = EndpointConfig(
-            base_url=sim.base_url, model="sim", max_connections=CONNECTION_LIMIT
+            base_url=f"http://127.0.0.1:{port}/v1", model="sim", max_connections=CONNECTION_LIMIT
         )
-        async with peaks_during() as peaks:
+        async with peaks_during(port) as peaks:
             t0 = time.perf_counter()
             result = await evaluate(
                 [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
                 store=f"sqlite:///{store_dir}/scale-{c}.db",
             )  # fmt: skip
             wall = time.perf_counter() - t0
-        connections = sim.stats.connections
-    per_call = sim_config.ttft_ms / 1000 + sim_config.completion_tokens / sim_config.tokens_per_s
-    ideal = TURNS * per_call
+    ideal = TURNS * latency.per_call_s
     return {
         "C": c,
         "wall_s": wall,
         "wall/ideal": wall / ideal,
         "errors": sum(r.status != "completed" for r in result.results),
-        "connections": connections,
+        "connections": peaks.upstream_connections,
         "threads": peaks.threads,
         "rss_mb": peaks.rss_mb,
         "open_files": peaks.open_files,
@@ -152,15 +179,14 @@ async def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help="C values to run")
     args = parser.parse_args()
     if args.quick:
-        sizes, sim = [32, 64, 128], SimConfig(ttft_ms=200, tokens_per_s=200, completion_tokens=20)
+        sizes, latency = [32, 64, 128], Latency(ttft_ms=200, tokens_per_s=200, completion_tokens=20)
     else:
-        sizes, sim = [512, 1024, 2048], SimConfig(ttft_ms=4000, tokens_per_s=10,
-                                                  completion_tokens=100)  # fmt: skip
+        sizes, latency = [512, 1024, 2048], Latency(4000, tokens_per_s=10, completion_tokens=100)
     print(f"RLIMIT_NOFILE raised to {_raise_nofile()}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.sizes or sizes:
-            rows.append(await one_wave(c, sim, Path(tmp)))
+            rows.append(await one_wave(c, latency, Path(tmp)))
             _print(rows[-1:])
     print()
     _print(rows)

@@ -109,6 +109,7 @@ class RelayClient:
         self._auth = _auth_headers(endpoint, credential)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self._urls: dict[str, str] = {}  # path -> URL: join_url costs a regex per call
 
     def _client_session(self) -> aiohttp.ClientSession:
         # Built lazily: aiohttp sessions must be created inside a running event loop.
@@ -151,7 +152,9 @@ class RelayClient:
         """POST ``body`` to the endpoint's ``path``; the response lives inside the block."""
         if self._closed:
             raise UpstreamConnectionError("model client is closed")
-        url = join_url(self.endpoint.base_url, path)
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = join_url(self.endpoint.base_url, path)
         headers = self.upstream_headers(harness_headers, rollout_id)
         try:
             response = await self._client_session().post(url, data=body, headers=headers)
