@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import aiohttp
+import anthropic
 import openai
 import pytest
 
@@ -20,6 +21,13 @@ async def sim() -> AsyncIterator[Simulator]:
 @pytest.fixture
 async def client(sim: Simulator) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+async def claude(sim: Simulator) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    # The Anthropic SDK appends /v1/messages itself, so it takes the bare server URL.
+    async with anthropic.AsyncAnthropic(base_url=sim.url, api_key="k", max_retries=0) as sdk:
         yield sdk
 
 

@@ -30,3 +30,32 @@ async def read_events(resp: aiohttp.ClientResponse, into: list[bytes] | None = N
 def json_events(events: list[bytes]) -> list[dict[str, Any]]:
     """Parse every event but ``[DONE]``."""
     return [orjson.loads(e) for e in events if e != b"[DONE]"]
+
+
+def messages_body(**extra: Any) -> dict[str, Any]:
+    """A minimal Anthropic Messages request body (the same conversation as :func:`chat_body`)."""
+    return {"model": "m", "max_tokens": 100, "messages": USER, **extra}
+
+
+def responses_body(**extra: Any) -> dict[str, Any]:
+    """A minimal OpenAI Responses request body (the same conversation as :func:`chat_body`)."""
+    return {"model": "m", "input": "Say something.", **extra}
+
+
+async def read_named_events(
+    resp: aiohttp.ClientResponse, into: list[tuple[str, bytes]] | None = None
+) -> list[tuple[str, bytes]]:
+    """``(event name, data)`` of every event of an SSE response, until the body ends.
+
+    The name is ``""`` for an event without an ``event:`` line. Pass ``into`` to keep the
+    events that arrived before the body failed.
+    """
+    events = [] if into is None else into
+    name = ""
+    async for line in resp.content:
+        if line.startswith(b"event: "):
+            name = line[len(b"event: ") :].strip().decode()
+        elif line.startswith(b"data: "):
+            events.append((name, line[len(b"data: ") :].rstrip(b"\n")))
+            name = ""
+    return events

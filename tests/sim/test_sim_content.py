@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rolltap.sim import SimConfig
-from rolltap.sim.content import WORDS, BadRequest, answer_for, prompt_tokens, tool_arguments
-from rolltap.sim.render import plan_for
+from rolltap.sim.chat import CHAT, prompt_for
+from rolltap.sim.content import WORDS, BadRequest, answer_for, tool_arguments
 
 _SCALAR = st.none() | st.booleans() | st.integers(-5, 2**63 - 1) | st.floats() | st.text(max_size=8)
 _JSON = st.recursive(
@@ -64,12 +64,11 @@ _BODY = st.fixed_dictionaries(
 @given(body=_BODY)
 def test_any_body_is_answered_or_refused(body: dict[str, Any]) -> None:
     try:
-        answer = answer_for(body, SimConfig())
+        plan = CHAT.plan(body, SimConfig())
     except BadRequest:
         return
-    plan = plan_for(answer)
-    holes = {b"id": b'"x"', b"call": b'"y"', b"created": b"0"}
-    if answer.stream:
+    holes = CHAT.holes(1, 0)
+    if plan.stream:
         for event in plan.events[:-1]:
             orjson.loads(event.render(holes).removeprefix(b"data: "))
     else:
@@ -79,8 +78,9 @@ def test_any_body_is_answered_or_refused(body: dict[str, Any]) -> None:
 @given(messages=st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": st.text()})))
 def test_same_messages_same_words(messages: list[dict[str, Any]]) -> None:
     body = {"messages": messages, "max_tokens": 5}
-    first = answer_for(body, SimConfig(seed=3))
-    assert first == answer_for(dict(body), SimConfig(seed=3))
+    config = SimConfig(seed=3)
+    first = answer_for(prompt_for(body, config), config)
+    assert first == answer_for(prompt_for(dict(body), config), config)
     assert set(t.strip() for t in first.tokens) <= set(WORDS)
     assert len(first.tokens) == 5
 
@@ -88,7 +88,7 @@ def test_same_messages_same_words(messages: list[dict[str, Any]]) -> None:
 def test_prompt_token_estimate_counts_text_parts() -> None:
     parts = [{"type": "text", "text": "abcd" * 3}, {"type": "image_url", "image_url": {}}]
     messages = [{"role": "user", "content": "abcd"}, {"role": "user", "content": parts}]
-    assert prompt_tokens(messages) == 16 // 4 + 1
+    assert prompt_for({"messages": messages}, SimConfig()).prompt_tokens == 16 // 4 + 1
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,15 @@ import hashlib
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 import orjson
 import pytest
+from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionMessageParam
 
 from rolltap.sim import SimConfig, Simulator
-from sim.simkit import chat_body, json_events, read_events
+from sim.simkit import chat_body, json_events, messages_body, read_events
 
 SDK_USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something."}]
 
@@ -172,6 +174,27 @@ async def test_sdk_auth_digest(sim: Simulator, client: openai.AsyncOpenAI) -> No
     assert raw.headers["x-sim-auth-digest"] == _digest("Bearer k")
     reply = raw.parse()
     assert raw.headers["x-sim-request-id"] == "sim-" + reply.id.removeprefix("chatcmpl-sim-")
+
+
+async def test_messages_auth_digest_from_api_key_or_bearer(
+    sim: Simulator, claude: anthropic.AsyncAnthropic, session: aiohttp.ClientSession
+) -> None:
+    messages: list[MessageParam] = [{"role": "user", "content": "Say something."}]
+    raw = await claude.messages.with_raw_response.create(model="m", max_tokens=9, messages=messages)
+    sent = sim.stats.last_request_headers
+    # SDK versions differ: some send x-api-key: k, others Authorization: Bearer k.
+    value = sent.get("authorization") or sent["x-api-key"]
+    assert value in ("k", "Bearer k")
+    assert raw.headers["x-sim-auth-digest"] == _digest(value)
+    assert (await raw.parse()).id == "msg_" + raw.headers["x-sim-request-id"].replace("-", "_")
+    url = sim.url + "/v1/messages"
+    for headers, expected in (
+        ({"x-api-key": "k"}, "k"),
+        ({"Authorization": "Bearer t"}, "Bearer t"),
+    ):
+        async with session.post(url, json=messages_body(), headers=headers) as resp:
+            assert resp.status == 200
+            assert resp.headers["x-sim-auth-digest"] == _digest(expected)
 
 
 async def test_routes_and_request_errors(sim: Simulator, session: aiohttp.ClientSession) -> None:

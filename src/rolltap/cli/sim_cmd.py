@@ -1,4 +1,4 @@
-"""``rolltap sim``: run the simulated OpenAI-compatible upstream until Ctrl-C."""
+"""``rolltap sim``: run the simulated upstream (OpenAI and Anthropic APIs) until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ __all__ = ["register", "run_sim"]
 # One string per paragraph: the help renderer wraps paragraphs itself.
 _HELP = "\n\n".join(
     [
-        "Run the simulated OpenAI chat-completions server (for load and fault tests).",
-        "It answers POST /v1/chat/completions (stream and not, tools, logprobs), GET /v1/models"
-        " and GET /health, deterministically for a seed, and prints its base URL on start.",
+        "Run the simulated model server (for load and fault tests).",
+        "It answers, stream and not, with tool calls, deterministically for a seed:"
+        " POST /v1/chat/completions (OpenAI chat completions), POST /v1/responses (OpenAI"
+        " Responses), POST /v1/messages and POST /v1/messages/count_tokens (Anthropic"
+        " Messages), plus GET /v1/models and GET /health. It prints its OpenAI base URL"
+        " (…/v1) on start; point the Anthropic SDK at the same URL without /v1.",
         "Faults: --fault KIND\\[=ARG]\\[@PROB], repeatable. PROB is in (0, 1], default 1, drawn"
         " from a RNG seeded by --seed. Kinds:",
-        "* status=CODE: answer HTTP CODE (400-599) with an OpenAI error body"
+        "* status=CODE: answer HTTP CODE (400-599) with the route's error body"
         " (429 and 503 add Retry-After: 1)",
         "* stall=SECONDS: wait before sending the response headers",
         "* stall-mid=SECONDS: stream: wait after the first chunk (non-stream: before the body)",

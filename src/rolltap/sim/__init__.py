@@ -1,9 +1,13 @@
-"""rolltap's simulated upstream: a cheap, deterministic OpenAI chat-completions server.
+"""rolltap's simulated upstream: a cheap, deterministic model server.
 
-Used by tests and benchmarks for speed, load and faults::
+It speaks OpenAI chat completions, OpenAI Responses and Anthropic Messages, each on its
+own route (see :class:`Simulator`), independently of rolltap's own dialect translators so
+that tests of those translators are not circular. Used by tests and benchmarks for speed,
+load and faults::
 
     async with Simulator(SimConfig(seed=1, faults=("status=429@0.1",))) as sim:
         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+        claude = anthropic.AsyncAnthropic(base_url=sim.url, api_key="k")
 
 Per request, ``x-sim-fault: SPEC`` injects one fault (see :func:`parse_fault`) and
 ``x-sim-gate: NAME`` holds the request at :meth:`Simulator.gate` ``(NAME)`` until opened.

@@ -1,258 +1,217 @@
-"""``POST /v1/chat/completions``: answers, pacing, gates and injected faults."""
+"""``POST /v1/chat/completions``: the OpenAI chat-completions wire format."""
 
 from __future__ import annotations
 
-import asyncio
-import random
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
-from aiohttp import web
 
-from rolltap.errors import ConfigError
-from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
-from rolltap.sim.content import BadRequest, answer_for
-from rolltap.sim.render import MALFORMED_BODY, MALFORMED_EVENT, Plan, holes_for, plan_for
-from rolltap.sim.stats import Gate, StatsBoard
-from rolltap.sim.wire import error_response, reset_connection, send
+from rolltap.sim.config import SimConfig
+from rolltap.sim.content import (
+    Answer,
+    BadRequest,
+    Prompt,
+    Tool,
+    Turn,
+    answer_for,
+    call_turn,
+    text_of,
+)
+from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
+from rolltap.sim.wire import error_response
 
-__all__ = ["ChatHandler"]
+__all__ = ["CHAT", "plan_for", "prompt_for"]
 
-# Bounds on the answer cache: entries, and bytes held by bodies and rendered answers.
-_CACHE_ENTRIES = 4096
-_CACHE_BYTES = 64 * 1024 * 1024
-_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-
-
-@dataclass(slots=True)
-class _Call:
-    """One request in flight."""
-
-    request: web.BaseRequest
-    number: int
-    headers: dict[str, str]
-    plan: Plan
-    fault: FaultSpec | None
-    gate: Gate | None
-    response: web.StreamResponse | None = None
-    #: set when the simulator itself cut the connection (drop/reset), not the client
-    cut: bool = False
+_ID = hole("id")
+_CALL = hole("call")
+_FINISH = {
+    "end": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_call": "tool_calls",
+}
+_DONE_EVENT = b"data: [DONE]\n\n"
 
 
-class _Refused(Exception):
-    """The request was answered with an error before any work (bad JSON, bad fault)."""
+def _turns(message: dict[str, Any]) -> Iterator[Turn]:
+    role = message.get("role")
+    role = "system" if role == "developer" else role if isinstance(role, str) else ""
+    yield (role, text_of(message.get("content")))
+    calls = message.get("tool_calls") if role == "assistant" else None
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            yield call_turn(function.get("name"), function.get("arguments"))
 
-    def __init__(self, response: web.Response) -> None:
-        super().__init__(response.status)
-        self.response = response
+
+def _cap(body: dict[str, Any]) -> int | None:
+    caps = [body.get("max_tokens"), body.get("max_completion_tokens")]
+    limits = [c for c in caps if isinstance(c, int) and not isinstance(c, bool)]
+    if any(c < 0 for c in limits):
+        raise BadRequest("max_tokens: must not be negative")
+    return min(limits, default=None)
 
 
-class ChatHandler:
-    """Serves chat completions for one :class:`~rolltap.sim.Simulator`."""
+def _tools(body: dict[str, Any]) -> tuple[Tool, ...]:
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return ()
+    functions = [t.get("function") for t in tools if isinstance(t, dict)]
+    return tuple(
+        Tool(str(f.get("name") or "tool"), f.get("parameters"))
+        for f in functions
+        if isinstance(f, dict)
+    )
 
-    def __init__(self, config: SimConfig, board: StatsBoard, gate: Callable[[str], Gate]) -> None:
-        self._config = config
-        self._board = board
-        self._gate = gate
-        self._rng = random.Random(config.seed)
-        # Answers depend only on the body bytes, so repeated bodies skip all generation.
-        self._plans: dict[bytes, Plan] = {}
-        self._cached_bytes = 0
-        #: set while the simulator shuts down: cancellations then are not client disconnects
-        self.closing = False
 
-    async def handle(
-        self, request: web.BaseRequest, number: int, headers: dict[str, str]
-    ) -> web.StreamResponse:
-        """Count, answer, and classify how the request ended."""
-        stats = self._board.stats
-        stats.requests += 1
-        stats.in_flight += 1
-        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
-        stats.last_request_headers = {k.lower(): v for k, v in request.headers.items()}
-        transport = request.transport
-        self._board.saw_peer(transport.get_extra_info("peername") if transport else None)
-        call: _Call | None = None
-        try:
-            try:
-                call = await self._admit(request, number, headers)
-            except _Refused as refused:
-                await send(request, refused.response)
-                stats.completed += 1
-                return refused.response
-            await self._serve(call)
-            if not call.cut:
-                stats.completed += 1
-            # After a cut aiohttp's attempt to finish this response fails quietly.
-            return call.response or web.Response(status=500)
-        except asyncio.CancelledError:
-            self._count_disconnect(call)
-            raise
-        except ConnectionError:
-            # aiohttp finishes the response and quietly drops it on the dead connection.
-            self._count_disconnect(call)
-            return call.response if call and call.response else web.Response()
-        finally:
-            stats.in_flight -= 1
-            await self._board.changed()
+def _forced_tool(choice: Any) -> str | None:
+    named = choice.get("function") if isinstance(choice, dict) else None
+    name = named.get("name") if isinstance(named, dict) else None
+    return name if isinstance(name, str) else None
 
-    def _count_disconnect(self, call: _Call | None) -> None:
-        if not self.closing and not (call and call.cut):
-            self._board.stats.disconnected += 1
 
-    async def _admit(self, request: web.BaseRequest, number: int, headers: dict[str, str]) -> _Call:
-        raw = await request.content.read()  # no client_max_size: agent histories get large
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            self._board.stats.last_request_body = None
-            raise _Refused(
-                error_response(400, f"malformed JSON: {exc}", "malformed_json", headers)
-            ) from None
-        self._board.stats.last_request_body = body
-        await self._board.changed()
-        if not isinstance(body, dict):
-            raise _Refused(
-                error_response(400, "body must be a JSON object", "invalid_request", headers)
-            )
-        plan = self._plan(raw, body, headers)
-        fault = self._pick_fault(request.headers.get("x-sim-fault"), headers)
-        gate_name = request.headers.get("x-sim-gate")
-        gate = self._gate(gate_name) if gate_name else None
-        return _Call(request, number, headers, plan, fault, gate)
+def prompt_for(body: dict[str, Any], config: SimConfig) -> Prompt:
+    """The :class:`Prompt` of a chat-completions request body."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise BadRequest("messages: required, must be a list")
+    turns: list[Turn] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise BadRequest("messages: every message must be an object")
+        turns.extend(_turns(message))
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    return Prompt(
+        model=str(body.get("model") or config.model),
+        turns=tuple(turns),
+        tools=_tools(body),
+        tools_allowed=body.get("tool_choice") != "none",
+        forced_tool=_forced_tool(body.get("tool_choice")),
+        max_tokens=_cap(body),
+        stop_sequences=tuple(s for s in stops if isinstance(s, str)),
+        logprobs=body.get("logprobs") is True,
+        stream=body.get("stream") is True,
+    )
 
-    def _plan(self, raw: bytes, body: dict[str, object], headers: dict[str, str]) -> Plan:
-        plan = self._plans.get(raw)
-        if plan is None:
-            try:
-                plan = plan_for(answer_for(body, self._config))
-            except BadRequest as exc:
-                raise _Refused(error_response(400, str(exc), "invalid_request", headers)) from None
-            self._remember(raw, plan)
-        return plan
 
-    def _remember(self, raw: bytes, plan: Plan) -> None:
-        size = len(raw) + plan.nbytes
-        if size > _CACHE_BYTES // 16:
-            return  # huge bodies or answers: generating again is cheap next to sending them
-        if len(self._plans) >= _CACHE_ENTRIES or self._cached_bytes + size > _CACHE_BYTES:
-            self._plans.clear()
-            self._cached_bytes = 0
-        self._plans[raw] = plan
-        self._cached_bytes += size
+def _usage(answer: Answer) -> dict[str, int]:
+    return {
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": answer.completion_tokens,
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+    }
 
-    def _pick_fault(self, header: str | None, headers: dict[str, str]) -> FaultSpec | None:
-        if header is not None:
-            try:
-                candidates: tuple[FaultSpec, ...] = (parse_fault(header),)
-            except ConfigError as exc:
-                raise _Refused(error_response(400, exc.message, "invalid_fault", headers)) from None
-        else:
-            candidates = self._config.faults
-        for fault in candidates:
-            # Draw only for partial probabilities so the sequence depends on the seed alone.
-            if fault.prob >= 1.0 or self._rng.random() < fault.prob:
-                counts = self._board.stats.faults
-                counts[fault.kind] = counts.get(fault.kind, 0) + 1
-                return fault
+
+def _logprob_entry(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode()), "top_logprobs": []}
+
+
+def _logprobs(answer: Answer, start: int, stop: int) -> dict[str, Any] | None:
+    if answer.logprobs is None:
         return None
+    pairs = zip(answer.tokens[start:stop], answer.logprobs[start:stop], strict=True)
+    return {"content": [_logprob_entry(t, lp) for t, lp in pairs]}
 
-    async def _serve(self, call: _Call) -> None:
-        fault = call.fault
-        kind = fault.kind if fault else None
-        if fault is not None and fault.kind == "status":
-            status = int(fault.arg or 500)
-            call.response = error_response(
-                status, f"simulated fault: HTTP {status}", "sim_fault", call.headers
-            )
-            await send(call.request, call.response)
-            return
-        if kind == "reset":
-            call.cut = True
-            reset_connection(call.request)
-            return
-        if fault is not None and kind == "stall":
-            await asyncio.sleep(fault.arg or 0.0)
-        if self._config.ttft_ms > 0:
-            await asyncio.sleep(self._config.ttft_ms / 1000.0)
-        if call.plan.answer.stream:
-            await self._stream(call)
-        else:
-            await self._respond(call)
 
-    async def _respond(self, call: _Call) -> None:
-        fault, plan = call.fault, call.plan
-        if call.gate is not None:
-            await call.gate.hold()
-        if fault is not None and fault.kind == "stall-mid":
-            await asyncio.sleep(fault.arg or 0.0)
-        if self._config.tokens_per_s > 0:
-            await asyncio.sleep(len(plan.answer.tokens) / self._config.tokens_per_s)
-        if fault is not None and fault.kind == "drop":
-            await self._drop_after_headers(call)
-            return
-        if fault is not None and fault.kind == "malformed":
-            body = MALFORMED_BODY
-        else:
-            body = plan.body.render(holes_for(call.number, int(time.time())))
-        call.response = web.Response(
-            body=body, content_type="application/json", headers=call.headers
-        )
-        await send(call.request, call.response)
+def _tool_call(answer: Answer, arguments: str) -> dict[str, Any]:
+    return {
+        "id": _CALL,
+        "type": "function",
+        "function": {"name": answer.tool_name, "arguments": arguments},
+    }
 
-    async def _drop_after_headers(self, call: _Call) -> None:
-        body = call.plan.body.render(holes_for(call.number, int(time.time())))
-        response = web.StreamResponse(headers=call.headers)
-        response.content_type = "application/json"
-        response.content_length = len(body)
-        call.response = response
-        await response.prepare(call.request)
-        self._cut(call)
 
-    @staticmethod
-    def _cut(call: _Call) -> None:
-        """Close the connection mid-response (bytes already written are flushed first)."""
-        call.cut = True
-        if call.request.transport is not None:
-            call.request.transport.close()
+def _body(answer: Answer) -> bytes:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+    if answer.tool_name is not None:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_tool_call(answer, answer.tool_args)],
+        }
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": _logprobs(answer, 0, len(answer.tokens)),
+        "finish_reason": _FINISH[answer.stop],
+    }
+    return orjson.dumps(
+        {
+            "id": _ID,
+            "object": "chat.completion",
+            "created": CREATED,
+            "model": answer.model,
+            "choices": [choice],
+            "usage": _usage(answer),
+        }
+    )
 
-    async def _stream(self, call: _Call) -> None:
-        response = web.StreamResponse(headers={**call.headers, **_SSE_HEADERS})
-        call.response = response
-        await response.prepare(call.request)
-        holes = holes_for(call.number, int(time.time()))
-        if call.fault is None and call.gate is None and self._config.tokens_per_s <= 0:
-            await response.write(call.plan.joined.render(holes))  # fast path: one write
-        elif not await self._stream_events(call, response, holes):
-            return
-        await response.write_eof()
 
-    async def _stream_events(
-        self, call: _Call, response: web.StreamResponse, holes: dict[bytes, bytes]
-    ) -> bool:
-        """Write the events one by one; ``False`` when a fault ended the stream early."""
-        fault, plan = call.fault, call.plan
-        kind = fault.kind if fault else None
-        loop = asyncio.get_running_loop()
-        interval = 1.0 / self._config.tokens_per_s if self._config.tokens_per_s > 0 else 0.0
-        start = loop.time()
-        for i, event in enumerate(plan.events):
-            if kind == "drop" and fault is not None and i >= (fault.arg or 0):
-                self._cut(call)
-                return False
-            if interval and 0 < i < plan.token_events:
-                await asyncio.sleep(max(0.0, start + i * interval - loop.time()))
-            await response.write(event.render(holes))
-            if i == 0:
-                if kind == "malformed":
-                    await response.write(MALFORMED_EVENT)
-                    await response.write_eof()
-                    return False
-                if call.gate is not None:
-                    await call.gate.hold()
-                if fault is not None and kind == "stall-mid":
-                    await asyncio.sleep(fault.arg or 0.0)
-                start = loop.time()  # pacing restarts after any hold
-        return True
+class _Chunks:
+    """Builds the stream's ``chat.completion.chunk`` events for one answer."""
+
+    def __init__(self, answer: Answer, include_usage: bool) -> None:
+        self.answer = answer
+        self.include_usage = include_usage
+
+    def event(self, choices: list[Any], usage: dict[str, int] | None = None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": _ID,
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": self.answer.model,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = usage
+        return sse(chunk)
+
+    def delta(self, delta: dict[str, Any], lp: Any = None, finish: str | None = None) -> bytes:
+        return self.event([{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}])
+
+    def tokens(self) -> list[bytes]:
+        answer = self.answer
+        if answer.tool_name is not None:
+            call = {"index": 0, **_tool_call(answer, "")}
+            events = [self.delta({"role": "assistant", "content": None, "tool_calls": [call]})]
+            for fragment in fragments(answer.tool_args):
+                more = {"index": 0, "function": {"arguments": fragment}}
+                events.append(self.delta({"tool_calls": [more]}))
+            return events
+        if not answer.tokens:
+            return [self.delta({"role": "assistant", "content": ""})]
+        events = []
+        for i, token in enumerate(answer.tokens):
+            delta = {"role": "assistant", "content": token} if i == 0 else {"content": token}
+            events.append(self.delta(delta, _logprobs(answer, i, i + 1)))
+        return events
+
+
+def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
+    """Serialize the answer to ``body`` for the wire shape the request asked for."""
+    answer = answer_for(prompt_for(body, config), config)
+    if not answer.stream:
+        return Plan.whole(_body(answer), tokens=len(answer.tokens))
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    chunks = _Chunks(answer, include_usage)
+    events = chunks.tokens()
+    token_events = len(events)
+    events.append(chunks.delta({}, finish=_FINISH[answer.stop]))
+    if include_usage:
+        events.append(chunks.event([], _usage(answer)))
+    events.append(_DONE_EVENT)
+    return Plan.streamed(events, first_token=0, token_events=token_events)
+
+
+#: The chat-completions dialect, served at ``POST /v1/chat/completions``.
+CHAT = Dialect(
+    name="chat",
+    plan=plan_for,
+    error=error_response,
+    ids={"id": "chatcmpl-sim-", "call": "call_sim_"},
+    malformed_body=b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{not json',
+    malformed_event=b"data: {not json\n\n",
+)

@@ -3,15 +3,16 @@
 A fault spec is ``KIND[=ARG][@PROB]``:
 
 ====================  ==========================================================
-``status=CODE``       answer HTTP ``CODE`` (400-599) with an OpenAI error body;
-                      429 and 503 also carry ``Retry-After: 1``
+``status=CODE``       answer HTTP ``CODE`` (400-599) with the route's error body
+                      (OpenAI's, or Anthropic's on ``/v1/messages``); 429 and 503
+                      also carry ``Retry-After: 1``
 ``stall=SECONDS``     wait before sending the response headers
 ``stall-mid=SECONDS`` stream: wait after the first chunk (non-stream: before
                       the body)
 ``drop=N``            stream: close the TCP connection after N chunks;
                       non-stream: send the headers, then close without a body
 ``malformed``         non-stream: a 200 whose body is not JSON; stream: after
-                      the first chunk send ``data: {not json`` and end
+                      the first event send one whose data is ``{not json`` and end
 ``reset``             reset the connection before any response
 ====================  ==========================================================
 

@@ -1,7 +1,10 @@
-"""Deterministic answers: completion words, tool calls, logprobs and usage.
+"""Deterministic answers, whatever the dialect: completion words, tool calls and usage.
 
-Everything here is a pure function of the request body and the :class:`SimConfig`, so two
-simulators with the same seed answer a request identically.
+Each dialect reduces its request body to a :class:`Prompt`; :func:`answer_for` turns that
+into an :class:`Answer`. Both are pure functions of the body and the :class:`SimConfig`, so
+two simulators with the same seed answer a request identically. The conversation is
+normalized to ``(role, text)`` turns, so the same conversation sent on any route (the
+same texts, tool calls and tool results) gets the same words and the same token counts.
 """
 
 from __future__ import annotations
@@ -9,13 +12,25 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from rolltap.sim.config import SimConfig
 
-__all__ = ["WORDS", "Answer", "BadRequest", "answer_for"]
+__all__ = [
+    "WORDS",
+    "Answer",
+    "BadRequest",
+    "Prompt",
+    "Stop",
+    "Tool",
+    "Turn",
+    "answer_for",
+    "call_turn",
+    "text_of",
+    "tool_arguments",
+]
 
 _WORD_TEXT = """
     the of and to in is that for it as was with be by on not he this are or his from at
@@ -31,9 +46,49 @@ _WORD_TEXT = """
 """
 WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
 
+#: One conversation entry, ``(role, text)``. Roles: ``system``, ``user``, ``assistant``,
+#: ``tool`` (a tool result) and ``call`` (a tool call: text is ``NAME\\nARGUMENTS``).
+Turn = tuple[str, str]
+#: Why generation ended, before a dialect names it (``stop``/``end_turn``/``completed`` …).
+Stop = Literal["end", "max_tokens", "tool_call", "stop_sequence"]
+
 
 class BadRequest(ValueError):
-    """The request body is JSON but not a usable chat-completions request."""
+    """The request body is JSON but not a usable request for its route."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A function the client offers: its name and JSON-schema parameters."""
+
+    name: str
+    parameters: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A request reduced to what its answer depends on, whatever its dialect."""
+
+    model: str
+    turns: tuple[Turn, ...]
+    tools: tuple[Tool, ...] = ()
+    #: ``False`` when the request's tool choice is "none"
+    tools_allowed: bool = True
+    #: the tool the request names in its tool choice, if any
+    forced_tool: str | None = None
+    #: the request's cap on completion tokens (``None``: the configured length)
+    max_tokens: int | None = None
+    stop_sequences: tuple[str, ...] = ()
+    logprobs: bool = False
+    stream: bool = False
+
+    @property
+    def prompt_tokens(self) -> int:
+        """A cheap, deterministic prompt-size estimate: characters // 4 + 1.
+
+        Counts every turn's text but tool calls', like the chat route always has.
+        """
+        return sum(len(text) for role, text in self.turns if role != "call") // 4 + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,78 +102,39 @@ class Answer:
     logprobs: tuple[float, ...] | None
     tool_name: str | None
     tool_args: str
-    finish_reason: str
+    stop: Stop
+    #: the stop sequence that ended the text, when ``stop == "stop_sequence"``
+    stop_sequence: str | None
     prompt_tokens: int
     completion_tokens: int
     stream: bool
-    include_usage: bool
 
     @property
-    def usage(self) -> dict[str, int]:
-        """OpenAI ``usage`` object."""
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        }
+    def text(self) -> str:
+        """The whole completion text."""
+        return "".join(self.tokens)
 
 
-def _messages(body: dict[str, Any]) -> list[Any]:
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise BadRequest("messages: required, must be a list")
-    for message in messages:
-        if not isinstance(message, dict):
-            raise BadRequest("messages: every message must be an object")
-    return messages
-
-
-def _text_len(content: Any) -> int:
+def text_of(content: Any) -> str:
+    """The text of a message content: a string, or the ``text`` of its content parts."""
     if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):  # content parts: count the text ones
+        return content
+    if isinstance(content, list):  # content parts or blocks: keep the text ones
         texts = (p.get("text") for p in content if isinstance(p, dict))
-        return sum(len(t) for t in texts if isinstance(t, str))
-    return 0
+        return "".join(t for t in texts if isinstance(t, str))
+    return ""
 
 
-def prompt_tokens(messages: list[Any]) -> int:
-    """A cheap, deterministic prompt-size estimate: characters // 4 + 1."""
-    return sum(_text_len(m.get("content")) for m in messages) // 4 + 1
-
-
-def _rng(seed: int, messages: list[Any]) -> random.Random:
-    digest = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).digest()
-    return random.Random(f"{seed}:{digest.hex()}")
-
-
-def _limit(body: dict[str, Any], config: SimConfig) -> tuple[int, bool]:
-    """(completion length, whether the request's max tokens capped it)."""
-    caps = [body.get("max_tokens"), body.get("max_completion_tokens")]
-    limits = [c for c in caps if isinstance(c, int) and not isinstance(c, bool)]
-    if any(c < 0 for c in limits):
-        raise BadRequest("max_tokens: must not be negative")
-    cap = min(limits, default=config.completion_tokens)
-    return min(cap, config.completion_tokens), cap < config.completion_tokens
-
-
-def _chosen_tool(body: dict[str, Any], messages: list[Any]) -> dict[str, Any] | None:
-    tools = body.get("tools")
-    choice = body.get("tool_choice")
-    if not isinstance(tools, list) or not tools or choice == "none":
-        return None
-    if messages and messages[-1].get("role") == "tool":
-        return None
-    candidates = [t.get("function") for t in tools if isinstance(t, dict)]
-    functions: list[dict[str, Any]] = [f for f in candidates if isinstance(f, dict)]
-    if not functions:
-        return None
-    named = choice.get("function") if isinstance(choice, dict) else None
-    if isinstance(named, dict):  # a named function: use it when it is among the tools
-        for fn in functions:
-            if fn.get("name") == named.get("name"):
-                return dict(fn)
-    return dict(functions[0])
+def call_turn(name: Any, arguments: Any) -> Turn:
+    """The turn for a tool call; arguments (a JSON string or an object) are re-serialized
+    with sorted keys so every dialect's spelling of one call reads the same."""
+    if isinstance(arguments, str):
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return ("call", f"{name}\n{arguments}")
+    text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    return ("call", f"{name}\n{text}")
 
 
 def tool_arguments(parameters: Any) -> str:
@@ -138,43 +154,86 @@ def tool_arguments(parameters: Any) -> str:
     return orjson.dumps(args).decode()
 
 
-def answer_for(body: dict[str, Any], config: SimConfig) -> Answer:
-    """The deterministic answer to a chat-completions request body."""
-    messages = _messages(body)
-    n_tokens, capped = _limit(body, config)
-    stream_options = body.get("stream_options")
+def _rng(seed: int, turns: tuple[Turn, ...]) -> random.Random:
+    # Empty texts are left out: dialects differ on whether an empty system prompt or
+    # an assistant turn holding only tool calls has a text at all.
+    key = [turn for turn in turns if turn[1] or turn[0] == "tool"]
+    digest = hashlib.sha256(orjson.dumps(key)).digest()
+    return random.Random(f"{seed}:{digest.hex()}")
+
+
+def _chosen_tool(prompt: Prompt) -> Tool | None:
+    """The first tool (or the named one), unless tools are off or a tool result was last."""
+    if not prompt.tools or not prompt.tools_allowed:
+        return None
+    if prompt.turns and prompt.turns[-1][0] == "tool":
+        return None
+    for tool in prompt.tools:
+        if tool.name == prompt.forced_tool:
+            return tool
+    return prompt.tools[0]
+
+
+def _cut_at_stop(tokens: tuple[str, ...], stops: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """The tokens before the earliest stop sequence, and that sequence ("" when none)."""
+    text = "".join(tokens)
+    hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
+    if not hits:
+        return tokens, ""
+    at, stop = min(hits)
+    kept: list[str] = []
+    length = 0
+    for token in tokens:
+        if length + len(token) > at:
+            if at > length:
+                kept.append(token[: at - length])
+            break
+        kept.append(token)
+        length += len(token)
+    return tuple(kept), stop
+
+
+def answer_for(prompt: Prompt, config: SimConfig) -> Answer:
+    """The deterministic answer to a request."""
     common: dict[str, Any] = {
-        "model": str(body.get("model") or config.model),
-        "prompt_tokens": prompt_tokens(messages),
-        "stream": body.get("stream") is True,
-        "include_usage": isinstance(stream_options, dict)
-        and stream_options.get("include_usage") is True,
+        "model": prompt.model,
+        "prompt_tokens": prompt.prompt_tokens,
+        "stream": prompt.stream,
     }
-    tool = _chosen_tool(body, messages)
+    tool = _chosen_tool(prompt)
     if tool is not None:
-        name = str(tool.get("name") or "tool")
-        args = tool_arguments(tool.get("parameters"))
+        args = tool_arguments(tool.parameters)
         return Answer(
             tokens=(),
             logprobs=None,
-            tool_name=name,
+            tool_name=tool.name,
             tool_args=args,
-            finish_reason="tool_calls",
-            completion_tokens=(len(name) + len(args)) // 4 + 1,
+            stop="tool_call",
+            stop_sequence=None,
+            completion_tokens=(len(tool.name) + len(args)) // 4 + 1,
             **common,
         )
-    rng = _rng(config.seed, messages)
-    words = [rng.choice(WORDS) for _ in range(n_tokens)]
+    cap = config.completion_tokens if prompt.max_tokens is None else prompt.max_tokens
+    rng = _rng(config.seed, prompt.turns)
+    words = [rng.choice(WORDS) for _ in range(min(cap, config.completion_tokens))]
     tokens = tuple(w if i == 0 else " " + w for i, w in enumerate(words))
     logprobs = None
-    if body.get("logprobs") is True:
+    if prompt.logprobs:
         logprobs = tuple(-round(rng.random() * 2.0, 4) for _ in tokens)
+    tokens, stop_sequence = _cut_at_stop(tokens, prompt.stop_sequences)
+    stop: Stop = "end"
+    if stop_sequence:
+        stop = "stop_sequence"
+        logprobs = logprobs[: len(tokens)] if logprobs is not None else None
+    elif cap < config.completion_tokens:
+        stop = "max_tokens"
     return Answer(
         tokens=tokens,
         logprobs=logprobs,
         tool_name=None,
         tool_args="",
-        finish_reason="length" if capped else "stop",
+        stop=stop,
+        stop_sequence=stop_sequence or None,
         completion_tokens=len(tokens),
         **common,
     )

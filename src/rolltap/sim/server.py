@@ -1,4 +1,7 @@
-"""The :class:`Simulator`: an aiohttp low-level server speaking OpenAI chat completions."""
+"""The :class:`Simulator`: an aiohttp low-level server speaking three model APIs.
+
+OpenAI chat completions, Anthropic Messages and OpenAI Responses, told apart by route.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,12 @@ from types import TracebackType
 import orjson
 from aiohttp import web
 
-from rolltap.sim.chat import ChatHandler
+from rolltap.sim.chat import CHAT
 from rolltap.sim.config import SimConfig
+from rolltap.sim.handler import Handler
+from rolltap.sim.messages import COUNT_TOKENS, MESSAGES
+from rolltap.sim.plan import Dialect
+from rolltap.sim.responses import RESPONSES
 from rolltap.sim.stats import Gate, SimStats, StatsBoard
 from rolltap.sim.wire import error_response
 
@@ -22,23 +29,48 @@ __all__ = ["Simulator"]
 _SHUTDOWN_TIMEOUT = 0.25
 _DIGEST_CACHE_LIMIT = 1024
 _HEALTH = b'{"status":"ok"}'
+_ROUTES: dict[str, Dialect] = {
+    "/v1/chat/completions": CHAT,
+    "/v1/messages": MESSAGES,
+    "/v1/messages/count_tokens": COUNT_TOKENS,
+    "/v1/responses": RESPONSES,
+}
 
 
 class Simulator:
-    """A simulated OpenAI-compatible model server on a local port.
+    """A simulated model server on a local port; the route picks the API it speaks.
 
-    Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``. Every
-    response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of the
-    SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``).
+    Routes:
+
+    ====================================  ====================================================
+    ``POST /v1/chat/completions``         OpenAI chat completions (stream and not, tools,
+                                          logprobs, ``stop``)
+    ``POST /v1/responses``                OpenAI Responses (stream and not, function
+                                          tools, ``max_output_tokens``)
+    ``POST /v1/messages``                 Anthropic Messages (stream and not, tools,
+                                          ``stop_sequences``), errors in Anthropic's shape
+    ``POST /v1/messages/count_tokens``    Anthropic token counting: ``{"input_tokens": N}``
+    ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
+    ====================================  ====================================================
+
+    OpenAI SDKs take ``base_url=sim.base_url`` (``…/v1``); the Anthropic SDK appends
+    ``/v1/messages`` itself, so it takes ``base_url=sim.url``. Every route answers the
+    same conversation with the same words, tool call and token counts (see
+    :mod:`rolltap.sim.content`), and shares the latency model, faults and gates.
+
+    Every response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of
+    the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``).
 
     Per request, ``x-sim-fault: SPEC`` injects one fault instead of ``config.faults``
     (see :mod:`rolltap.sim.config`), and ``x-sim-gate: NAME`` holds the request at
-    :meth:`gate` ``(NAME)`` (a stream after its first chunk) until the gate is opened.
-    ``status`` and ``reset`` faults answer at once and skip the gate.
+    :meth:`gate` ``(NAME)`` (a stream after its first event) until the gate is opened.
+    ``status`` and ``reset`` faults answer at once and skip the gate. Errors and faults
+    take the route's error shape.
 
     >>> async def demo() -> None:  # doctest: +SKIP
     ...     async with Simulator(SimConfig(seed=1)) as sim:
-    ...         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+    ...         chat = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+    ...         claude = anthropic.AsyncAnthropic(base_url=sim.url, api_key="k")
     """
 
     def __init__(
@@ -49,7 +81,7 @@ class Simulator:
         self._port = port
         self._board = StatsBoard()
         self._gates: dict[str, Gate] = {}
-        self._chat = ChatHandler(self.config, self._board, self.gate)
+        self._handler = Handler(self.config, self._board, self.gate)
         self._numbers = itertools.count(1)
         self._digests: dict[str | None, str] = {}
         self._models = orjson.dumps(
@@ -94,7 +126,7 @@ class Simulator:
         runner, self._runner = self._runner, None
         if runner is None:
             return
-        self._chat.closing = True
+        self._handler.closing = True
         await runner.cleanup()
 
     async def __aenter__(self) -> Simulator:
@@ -118,7 +150,7 @@ class Simulator:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI base URL: :attr:`url` + ``/v1``."""
+        """The OpenAI base URL: :attr:`url` + ``/v1`` (the Anthropic SDK takes :attr:`url`)."""
         return self.url + "/v1"
 
     @property
@@ -164,10 +196,11 @@ class Simulator:
             "x-sim-request-id": f"sim-{number}",
         }
         path, method = request.path, request.method
-        if path == "/v1/chat/completions":
+        dialect = _ROUTES.get(path)
+        if dialect is not None:
             if method != "POST":
-                return error_response(405, "use POST", "method_not_allowed", headers)
-            return await self._chat.handle(request, number, headers)
+                return dialect.error(405, "use POST", "method_not_allowed", headers)
+            return await self._handler.handle(dialect, request, number, headers)
         if path == "/v1/models" and method == "GET":
             return web.Response(body=self._models, content_type="application/json", headers=headers)
         if path == "/health" and method == "GET":

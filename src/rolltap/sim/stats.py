@@ -12,7 +12,8 @@ __all__ = ["Gate", "SimStats", "StatsBoard"]
 
 @dataclass
 class SimStats:
-    """Live counters of a :class:`~rolltap.sim.Simulator` (chat-completions requests only).
+    """Live counters of a :class:`~rolltap.sim.Simulator`'s model requests (chat
+    completions, Responses, Messages and count_tokens; not ``/v1/models`` or ``/health``).
 
     ``completed`` counts responses written in full (error statuses included);
     ``disconnected`` counts requests whose client went away before that; a ``drop`` or
@@ -37,7 +38,7 @@ class SimStats:
 class Gate:
     """A named barrier: requests sent with ``x-sim-gate: NAME`` wait here until opened.
 
-    A streamed request waits after its first chunk, a non-stream one before responding.
+    A streamed request waits after its first event, a non-stream one before responding.
     """
 
     def __init__(self, name: str) -> None:

@@ -8,7 +8,7 @@ import struct
 import orjson
 from aiohttp import web
 
-__all__ = ["error_response", "reset_connection", "send"]
+__all__ = ["error_headers", "error_response", "reset_connection", "send"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -19,13 +19,19 @@ _ERROR_TYPES = {
 }
 
 
+def error_headers(status: int, headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` for an error response: 429 and 503 also carry ``Retry-After: 1``."""
+    out = dict(headers)
+    if status in (429, 503):
+        out["Retry-After"] = "1"
+    return out
+
+
 def error_response(status: int, message: str, code: str, headers: dict[str, str]) -> web.Response:
     """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     body = orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
-    out = dict(headers)
-    if status in (429, 503):
-        out["Retry-After"] = "1"
+    out = error_headers(status, headers)
     return web.Response(status=status, body=body, content_type="application/json", headers=out)
 
 
