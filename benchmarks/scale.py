@@ -77,9 +77,10 @@ class Latency:
 
 @dataclass(slots=True)
 class Peaks:
-    """Maxima of this process's threads, open files, RSS and connections to ``port``."""
+    """Maxima of this process's threads, open files and RSS, and of the connections
+    the upstream holds (read off the upstream's process, which costs this one nothing)."""
 
-    port: int
+    upstream: psutil.Process
     threads: int = 0
     open_files: int = 0
     rss_mb: float = 0.0
@@ -89,14 +90,14 @@ class Peaks:
         self.threads = max(self.threads, threading.active_count(), proc.num_threads())
         self.open_files = max(self.open_files, proc.num_fds())
         self.rss_mb = max(self.rss_mb, proc.memory_info().rss / 2**20)
-        upstream = [c for c in proc.net_connections("tcp") if c.raddr and c.raddr.port == self.port]
-        self.upstream_connections = max(self.upstream_connections, len(upstream))
+        held = [c for c in self.upstream.net_connections("tcp") if c.raddr]
+        self.upstream_connections = max(self.upstream_connections, len(held))
 
 
 @asynccontextmanager
-async def peaks_during(port: int, interval_s: float = 0.5) -> AsyncIterator[Peaks]:
-    """Sample this process while the body runs; the maxima seen."""
-    proc, peaks = psutil.Process(), Peaks(port)
+async def peaks_during(upstream: psutil.Process, interval_s: float = 1.0) -> AsyncIterator[Peaks]:
+    """Sample while the body runs; the maxima seen."""
+    proc, peaks = psutil.Process(), Peaks(upstream)
 
     async def sample() -> None:
         while True:
@@ -119,11 +120,11 @@ async def one_wave(c: int, latency: Latency, store_dir: Path) -> dict[str, Any]:
     port = free_port()
     # The upstream runs in its own process, as a real one would: it must not share
     # this process's one core with the harnesses and the gateway being measured.
-    with rolltap_process(latency.sim_args(port), f"http://127.0.0.1:{port}/health"):
+    with rolltap_process(latency.sim_args(port), f"http://127.0.0.1:{port}/health") as upstream:
         endpoint = EndpointConfig(
             base_url=f"http://127.0.0.1:{port}/v1", model="sim", max_connections=CONNECTION_LIMIT
         )
-        async with peaks_during(port) as peaks:
+        async with peaks_during(upstream) as peaks:
             t0 = time.perf_counter()
             result = await evaluate(
                 [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
@@ -141,7 +142,29 @@ async def one_wave(c: int, latency: Latency, store_dir: Path) -> dict[str, Any]:
         "rss_mb": peaks.rss_mb,
         "open_files": peaks.open_files,
         "q_latency_ms": _quartiles(result.results),
+        **_spread(result.results),
     }
+
+
+def _spread(results: list[RolloutResult]) -> dict[str, float]:
+    """Where wall time beyond the ideal goes: late starts, slow calls, slow rollouts."""
+    calls = sorted(ms for r in results for ms in r.calls.latencies_ms)
+    return {
+        "last_start_s": max(r.started_s for r in results),
+        "call_p99_ms": calls[int(0.99 * (len(calls) - 1))] if calls else 0.0,
+        "call_max_ms": calls[-1] if calls else 0.0,
+        "slowest_rollout_s": max(r.duration_s for r in results),
+    }
+
+
+def _print_spread(rows: list[dict[str, Any]]) -> None:
+    print(f"{'C':>6} {'last start s':>12} {'call p99 ms':>11} {'call max ms':>11} "
+          f"{'slowest rollout s':>17}")  # fmt: skip
+    for r in rows:
+        print(
+            f"{r['C']:>6} {r['last_start_s']:>12.2f} {r['call_p99_ms']:>11.0f} "
+            f"{r['call_max_ms']:>11.0f} {r['slowest_rollout_s']:>17.1f}"
+        )
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
@@ -190,6 +213,8 @@ async def main() -> None:
             _print(rows[-1:])
     print()
     _print(rows)
+    print()
+    _print_spread(rows)
     _plot(rows, Path("scale.png"))
 
 
