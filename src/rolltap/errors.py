@@ -34,6 +34,9 @@ __all__ = [
     "RolloutClosedError",
     "RolloutNotFoundError",
     "RolltapError",
+    "ServiceDrainingError",
+    "ServiceFullError",
+    "ServiceUnreachableError",
     "StoreBusyError",
     "StoreError",
     "UpstreamBusyError",
@@ -42,6 +45,7 @@ __all__ = [
     "UpstreamProtocolError",
     "UpstreamStatusError",
     "UpstreamTimeoutError",
+    "WorkerLostError",
     "http_status_of",
 ]
 
@@ -259,6 +263,39 @@ class StoreBusyError(StoreError):
 
     code = "store_busy"
     status = 503
+    retryable = True
+
+
+class ServiceFullError(RolltapError):
+    """Every worker of ``rolltap serve`` has its most rollouts in flight; retry later."""
+
+    code = "service_full"
+    status = 429
+    type = "rate_limit_error"
+    retryable = True
+
+
+class ServiceDrainingError(RolltapError):
+    """``rolltap serve`` is shutting down and admits no more rollouts."""
+
+    code = "service_draining"
+    status = 503
+    retryable = True
+
+
+class WorkerLostError(RolltapError):
+    """The serve worker running a rollout died or stopped answering; it was replaced."""
+
+    code = "worker_lost"
+    status = 503
+    retryable = True
+
+
+class ServiceUnreachableError(RolltapError):
+    """The serve client could not reach the service, or its answer stream broke."""
+
+    code = "service_unreachable"
+    status = 502
     retryable = True
 
 

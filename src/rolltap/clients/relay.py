@@ -15,6 +15,7 @@ leaked by a caller that stops reading::
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -75,6 +76,18 @@ class UpstreamResponse:
         try:
             return await self._response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
+            raise translate_error(exc) from exc
+
+    async def read_chunk(self, silence_s: float | None = None) -> bytes | None:
+        """The next body bytes as they arrive, ``b""`` at the end, or ``None`` when the
+        upstream has been silent for ``silence_s`` (nothing is lost: call again)."""
+        scope = asyncio.timeout(silence_s)
+        try:
+            async with scope:
+                return await self._response.content.readany()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if scope.expired():
+                return None
             raise translate_error(exc) from exc
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:

@@ -34,6 +34,11 @@ class GatewaySettings(BaseModel):
     max_model_clients: int = Field(default=64, gt=0)
     idle_grace_s: float = Field(default=30.0, ge=0)
     public_host: str | None = None
+    #: a stream whose upstream is silent this long gets the harness dialect's keepalive
+    keepalive_s: float = Field(default=15.0, gt=0)
+    #: False keeps each delivered call's raw request body on its rollout until the rollout
+    #: ends — the retention that seed 004 measured; only for memory benchmarks
+    discard_intercepts: bool = True
 
     @classmethod
     def from_env(

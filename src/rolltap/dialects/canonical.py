@@ -21,7 +21,7 @@ carry, so a plain conversation compares equal whichever dialect it came from.
 
 >>> req = Request(messages=(Message("user", (Text("hi"),)),), max_tokens=16)
 >>> req.messages[0].parts[0]
-Text(text='hi')
+Text(text='hi', extra={})
 """
 
 from __future__ import annotations

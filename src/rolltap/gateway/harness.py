@@ -1,28 +1,56 @@
-"""Harness routes under ``/r/{rollout_id}/v1``: what agent SDKs talk to."""
+"""Harness routes under ``/r/{rollout_id}/v1``: what agent SDKs talk to.
+
+``POST /chat/completions`` (OpenAI chat), ``POST /messages`` and
+``POST /messages/count_tokens`` (Anthropic; its SDK takes the rollout's
+``anthropic_base_url`` and appends ``/v1/messages``), ``POST /responses`` (OpenAI
+Responses) and ``GET /models``. Any of them reaches any upstream dialect.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import orjson
 from aiohttp import web
 
-from rolltap.dialects.openai_chat import parse_request
+from rolltap.dialects import anthropic_messages
+from rolltap.dialects.openai_chat import load_json_object
+from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
-from rolltap.gateway.chat import ChatCall
+from rolltap.gateway.call import ModelCall, relayed_headers
+from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import GATEWAY, SERVER, read_body
 
-__all__ = ["add_harness_routes"]
+__all__ = ["ESTIMATE_HEADER", "add_harness_routes"]
 
 PREFIX = "/r/{rollout_id}/v1"
+#: set on a count_tokens answer that rolltap estimated rather than the upstream counted
+ESTIMATE_HEADER = "x-rolltap-token-count"
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
+async def _read(request: web.Request, dialect: Dialect) -> tuple[dict[str, Any], bytes | None]:
+    """The parsed body; its bytes too only when the gateway keeps them (benchmarks).
+
+    The bytes (MBs for a long multimodal history) must not stay referenced by the
+    handler for the whole call.
+    """
+    settings = request.app[GATEWAY].settings
+    raw = await read_body(request, settings.max_body_bytes)
+    return dialect.validate_request(raw), (None if settings.discard_intercepts else raw)
+
+
+async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     gateway, server = request.app[GATEWAY], request.app[SERVER]
     rollout = server.authenticate(request)
-    body = parse_request(await read_body(request, gateway.settings.max_body_bytes))
+    body, kept = await _read(request, dialect)
     gateway.stats.requests += 1
     intercept = rollout.open_intercept()
-    call = ChatCall(request, rollout, intercept, body, gateway.stats)
+    call = ModelCall(
+        request, rollout, intercept, dialect, body, gateway.stats,
+        keepalive_s=gateway.settings.keepalive_s,
+    )  # fmt: skip
     try:
         return await call.run()
     except RolltapError as err:
@@ -40,8 +68,46 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await call.fail(error)
     finally:
         rollout.discard(intercept)
+        if kept is not None and rollout.closed is None:
+            rollout.retained.append(kept)
         for observer in gateway.observers:
             observer.call_finished(rollout)
+
+
+def _route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    dialect = get_dialect(name)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await _model_call(request, dialect)
+
+    handler.__name__ = f"{name}_call"
+    return handler
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """Anthropic's token count: the upstream's when it speaks Messages, else an estimate."""
+    gateway, server = request.app[GATEWAY], request.app[SERVER]
+    rollout = server.authenticate(request)
+    body = load_json_object(await read_body(request, gateway.settings.max_body_bytes))
+    if rollout.endpoint.dialect == "messages":
+        return await _upstream_count(request, rollout, body)
+    count = anthropic_messages.estimate_tokens(anthropic_messages.to_canonical(body))
+    return web.json_response({"input_tokens": count}, headers={ESTIMATE_HEADER: "estimate"})
+
+
+async def _upstream_count(
+    request: web.Request, rollout: Rollout, body: dict[str, Any]
+) -> web.Response:
+    body["model"] = rollout.endpoint.model
+    path = "/v1/messages/count_tokens"
+    async with rollout.client.send(
+        path, orjson.dumps(body), request.headers, rollout_id=rollout.id
+    ) as up:
+        raw = await up.read()
+        return web.Response(
+            body=raw, status=up.status, headers=relayed_headers(up.headers),
+            content_type="application/json",
+        )  # fmt: skip
 
 
 async def models(request: web.Request) -> web.Response:
@@ -58,6 +124,9 @@ async def unknown(request: web.Request) -> web.Response:
 
 
 def add_harness_routes(app: web.Application) -> None:
-    app.router.add_post(PREFIX + "/chat/completions", chat_completions)
+    app.router.add_post(PREFIX + "/chat/completions", _route("chat"))
+    app.router.add_post(PREFIX + "/messages", _route("messages"))
+    app.router.add_post(PREFIX + "/messages/count_tokens", count_tokens)
+    app.router.add_post(PREFIX + "/responses", _route("responses"))
     app.router.add_get(PREFIX + "/models", models)
     app.router.add_route("*", PREFIX + "/{tail:.*}", unknown)

@@ -22,20 +22,48 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Protocol
 
 from rolltap.errors import StoreError
 from rolltap.gateway.rollout import Rollout
-from rolltap.store import EventLog, Store
+from rolltap.store import CommitResult, EventLog, SessionInfo
 
-__all__ = ["SESSION_KEY", "StoreRecorder"]
+__all__ = ["SESSION_KEY", "SessionStore", "StoreRecorder"]
 
 log = logging.getLogger("rolltap.gateway.recorder")
 
 #: the rollout metadata key naming its store session (default: the rollout id)
 SESSION_KEY = "session_id"
+
+
+class SessionStore(Protocol):
+    """The part of :class:`~rolltap.store.Store` that a rollout's owner writes through.
+
+    A :class:`~rolltap.store.Store` is one; a ``rolltap serve`` worker on SQLite passes
+    one that ships each write to the supervisor, which owns the only writer.
+    """
+
+    async def create_session(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        user: str | None = None,
+        task: Mapping[str, Any] | None = None,
+    ) -> SessionInfo: ...
+
+    async def commit(
+        self,
+        session_id: str,
+        log: EventLog,
+        *,
+        status: str | None = None,
+        reward: float | None = None,
+    ) -> CommitResult: ...
+
+    def forget(self, session_id: str) -> None: ...
 
 
 def session_of(rollout: Rollout) -> str:
@@ -47,7 +75,7 @@ class StoreRecorder:
     """A :class:`~rolltap.gateway.observer.RolloutObserver` that commits to a store."""
 
     def __init__(
-        self, store: Store, run_id: str | None = None, *, final_commit: bool = True
+        self, store: SessionStore, run_id: str | None = None, *, final_commit: bool = True
     ) -> None:
         self.store = store
         self.run_id = run_id

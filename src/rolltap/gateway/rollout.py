@@ -85,6 +85,8 @@ class Rollout:
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
     intercepts: dict[str, Intercept] = field(default_factory=dict)
     closed: RolltapError | None = None
+    #: raw request bodies kept only when the gateway's ``discard_intercepts`` is off
+    retained: list[bytes] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     _started: float = field(default_factory=time.monotonic)
     _inflight: int = 0
@@ -146,6 +148,7 @@ class Rollout:
         if self.closed is not None:
             return
         self.closed = error
+        self.retained.clear()
         pending = list(self.intercepts.values())
         self.intercepts.clear()
         for intercept in pending:

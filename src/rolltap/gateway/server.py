@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import (
     AuthenticationError,
     BodyTooLargeError,
@@ -16,7 +17,7 @@ from rolltap.errors import (
     RolloutNotFoundError,
     RolltapError,
 )
-from rolltap.gateway.chat import error_response
+from rolltap.gateway.call import error_response
 from rolltap.gateway.rollout import Rollout
 
 if TYPE_CHECKING:
@@ -32,15 +33,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves the gateway as an OpenAI-shaped body with rolltap's code."""
+    """Every error leaves the gateway in the route's dialect, with rolltap's code."""
     try:
         return await handler(request)
     except RolltapError as err:
-        return error_response(err)
+        return error_response(err, _dialect_of(request.path))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(_translate_http(exc))
+        return error_response(_translate_http(exc), _dialect_of(request.path))
+
+
+def _dialect_of(path: str) -> Dialect:
+    # Anthropic routes answer in Anthropic's error shape; every other route (chat,
+    # Responses, admin) in OpenAI's.
+    return get_dialect("messages" if "/v1/messages" in path else "chat")
 
 
 def _translate_http(exc: web.HTTPException) -> RolltapError:
@@ -68,10 +75,14 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     length = request.content_length
     if length is not None and length > limit:
         raise BodyTooLargeError(f"request body of {length} bytes is over the {limit}-byte limit")
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge as exc:
-        raise BodyTooLargeError(f"request body is over the {limit}-byte limit") from exc
+    # Read the stream ourselves: Request.read() keeps the bytes on the request for as
+    # long as the handler runs — MBs per call for a long multimodal history.
+    body = bytearray()
+    while chunk := await request.content.readany():
+        body += chunk
+        if len(body) > limit:
+            raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
+    return bytes(body)
 
 
 class GatewayServer:

@@ -1,0 +1,267 @@
+"""One model call through the gateway, in any harness dialect to any upstream dialect.
+
+When the harness and the upstream speak the same dialect the request is relayed with
+the documented rewrites only (:mod:`rolltap.gateway.rewrite`) and the answer byte for
+byte, stream chunks as they arrive. When they differ, the request is translated
+through the canonical model (:mod:`rolltap.dialects`), and so is the answer: a body at
+once, a stream event by event (:class:`~rolltap.gateway.streaming.StreamRelay`).
+
+Either way the request event keeps what the harness sent and the response event what
+the upstream answered, each with its dialect, plus a chat-shaped ``usage``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from rolltap.clients.relay import UpstreamResponse
+from rolltap.dialects.registry import Dialect, get_dialect
+from rolltap.errors import (
+    RolltapError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    http_status_of,
+)
+from rolltap.gateway.folding import summarize_canonical
+from rolltap.gateway.recording import summarize_body
+from rolltap.gateway.rewrite import CONVERSATION_KEYS, apply_rewrites, conversation_of
+from rolltap.gateway.rollout import Intercept, Rollout
+from rolltap.gateway.stats import GatewayStats
+from rolltap.gateway.streaming import StreamRelay
+from rolltap.store.events import EventKind
+
+__all__ = ["ModelCall", "error_response", "relayed_headers"]
+
+_MAX_ERROR_BODY = 4096
+
+#: upstream response headers the gateway sets itself or that only make sense per hop
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "connection", "keep-alive", "transfer-encoding", "content-length",
+        "content-encoding", "content-type", "date", "server", "set-cookie", "upgrade",
+        "trailer", "proxy-authenticate",
+    }
+)  # fmt: skip
+
+
+def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
+    """Upstream response headers passed to the harness (request ids, rate limits, …)."""
+    return {k: v for k, v in upstream.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS}
+
+
+def error_response(err: RolltapError, dialect: Dialect | None = None) -> web.Response:
+    """``err`` as an HTTP response in ``dialect``'s error shape (chat's by default)."""
+    headers = {}
+    if err.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(err.retry_after)))
+    return web.Response(
+        body=(dialect or get_dialect("chat")).error_body(err),
+        status=http_status_of(err),
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+class ModelCall:
+    """State of one intercepted model call."""
+
+    __slots__ = (
+        "body", "harness", "harness_usage", "intercept", "keepalive_s", "relay", "request",
+        "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
+    )  # fmt: skip
+
+    def __init__(
+        self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
+        body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
+    ) -> None:  # fmt: skip
+        self.request, self.rollout, self.intercept = request, rollout, intercept
+        self.harness, self.upstream = harness, get_dialect(rollout.endpoint.dialect)
+        self.body, self.stats, self.keepalive_s = body, stats, keepalive_s
+        self.stream = bool(body.get("stream"))
+        # read before the rewrites, which may add include_usage to a chat body
+        opts = body.get("stream_options")
+        self.harness_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        self.relay: StreamRelay | None = None
+        self.response: web.StreamResponse | None = None
+        self.t_headers: float | None = None
+        self.t_first: float | None = None
+
+    @property
+    def translating(self) -> bool:
+        return self.harness.name != self.upstream.name
+
+    def upstream_body(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The body to send upstream, and the rewrites made to it."""
+        if self.translating:
+            body = self.upstream.from_canonical(self.harness.to_canonical(self.body))
+        else:
+            body = self.body
+        endpoint = self.rollout.endpoint
+        return body, apply_rewrites(self.upstream.name, body, endpoint.model, self.rollout.sampling)
+
+    def record_request(self) -> bytes:
+        """Append the request event; the bytes to send upstream."""
+        body, rewrites = self.upstream_body()
+        conversation = conversation_of(self.harness.name, self.body)
+        match = self.rollout.conversations.match(conversation)
+        key = CONVERSATION_KEYS[self.harness.name]
+        self.rollout.log.append(
+            EventKind.MODEL_REQUEST,
+            {
+                "intercept_id": self.intercept.id,
+                "route": self.harness.path.removeprefix("/v1/").replace("/", "."),
+                "dialect": self.harness.name,
+                "upstream_dialect": self.upstream.name,
+                "stream": self.stream,
+                "prefix_digest": match.digest,
+                "prefix_messages": match.length,
+                "messages": conversation[match.length :],
+                "params": {k: v for k, v in self.body.items() if k != key},
+                "rewrites": rewrites,
+            },
+        )
+        return orjson.dumps(body)
+
+    async def run(self) -> web.StreamResponse:
+        self.rollout.admit_call()
+        data = self.record_request()
+        limiter = self.rollout.limiter
+        if limiter is None:
+            return await self._send(data)
+        async with limiter.slot():
+            return await self._send(data)
+
+    async def _send(self, data: bytes) -> web.StreamResponse:
+        client, path = self.rollout.client, self.upstream.path
+        async with client.send(path, data, self.request.headers, rollout_id=self.rollout.id) as up:
+            self.t_headers = time.perf_counter()
+            if up.status >= 400:
+                raise await self._status_error(up)
+            if self.stream and up.content_type == "text/event-stream":
+                return await self._relay_stream(up)
+            return await self._relay_body(up)
+
+    async def _relay_body(self, up: UpstreamResponse) -> web.Response:
+        raw = await up.read()
+        self.t_first = time.perf_counter()
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamProtocolError(f"upstream returned invalid JSON: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise UpstreamProtocolError("upstream returned a JSON value that is not an object")
+        if self.translating:
+            canonical = self.upstream.response_to_canonical(parsed)
+            summary = summarize_canonical(canonical)
+            raw = orjson.dumps(self.harness.response_from_canonical(canonical))
+        elif self.upstream.name == "chat":
+            summary = summarize_body(parsed)
+        else:
+            summary = summarize_canonical(self.upstream.response_to_canonical(parsed))
+        self._record_response(up.status, {"body": parsed, **summary})
+        return web.Response(
+            body=raw, status=up.status, headers=relayed_headers(up.headers),
+            content_type="application/json",
+        )  # fmt: skip
+
+    async def _relay_stream(self, up: UpstreamResponse) -> web.StreamResponse:
+        relay = self.relay = StreamRelay(
+            self.harness, self.upstream, model=self.rollout.endpoint.model,
+            harness_usage=self.harness_usage,
+        )  # fmt: skip
+        headers = relayed_headers(up.headers)
+        headers["Content-Type"] = "text/event-stream"
+        headers["Cache-Control"] = "no-cache"
+        resp = web.StreamResponse(status=up.status, headers=headers)
+        await resp.prepare(self.request)
+        self.response = resp
+        while True:
+            chunk = await up.read_chunk(self.keepalive_s)
+            if chunk is None:
+                await resp.write(relay.keepalive())
+                continue
+            if not chunk:
+                break
+            if self.t_first is None:
+                self.t_first = time.perf_counter()
+            if out := relay.feed(chunk):
+                await resp.write(out)
+        if out := relay.finish():
+            await resp.write(out)
+        self._record_response(up.status, relay.recorded(self.upstream))
+        await resp.write_eof()
+        return resp
+
+    async def _status_error(self, up: UpstreamResponse) -> UpstreamStatusError:
+        body = await up.read()
+        detail = self.upstream.upstream_error_detail(body)
+        message = f"upstream answered HTTP {up.status}"
+        if detail is not None and isinstance(detail.get("message"), str):
+            message += ": " + detail["message"]
+        err = UpstreamStatusError(
+            message, upstream_status=up.status, body=body,
+            retry_after=_retry_after(up.headers.get("Retry-After")),
+        )  # fmt: skip
+        err.upstream_error = detail
+        return err
+
+    def _timing(self) -> dict[str, float | None]:
+        t0 = self.intercept.started
+        return {
+            "ttfb_ms": _ms(t0, self.t_headers),
+            "ttfc_ms": _ms(t0, self.t_first),
+            "total_ms": _ms(t0, time.perf_counter()),
+        }
+
+    def _record_response(self, status: int, recorded: dict[str, Any]) -> None:
+        payload: dict[str, Any] = {
+            "intercept_id": self.intercept.id,
+            "status": status,
+            "stream": self.stream,
+            "dialect": self.upstream.name,
+            **recorded,
+            "timing": self._timing(),
+        }
+        self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
+        self.stats.record_response(payload["usage"])
+        self.rollout.add_usage(payload["usage"])
+
+    def record_error(self, err: RolltapError) -> None:
+        payload: dict[str, Any] = {
+            "intercept_id": self.intercept.id,
+            **err.to_dict(),
+            "stream": self.stream,
+            "timing": self._timing(),
+        }
+        if isinstance(err, UpstreamStatusError):
+            payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+        self.rollout.log.append(EventKind.MODEL_ERROR, payload)
+        self.stats.record_error(err.code)
+
+    async def fail(self, err: RolltapError) -> web.StreamResponse:
+        """Record ``err`` and deliver it: a response, or an in-band event mid-stream."""
+        self.record_error(err)
+        resp, relay = self.response, self.relay
+        if resp is None or relay is None:
+            return error_response(err, self.harness)
+        await resp.write(relay.error(err))
+        await resp.write_eof()
+        return resp
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _ms(t0: float, t: float | None) -> float | None:
+    return None if t is None else round((t - t0) * 1000.0, 3)

@@ -1,0 +1,117 @@
+"""Canonical answers for the recorder: streams folded, usage and stop in one shape.
+
+Response events keep the upstream's own body (its dialect named beside it) and lift
+``usage`` (chat-shaped: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``)
+and ``finish_reason`` (chat's names) to the top level, so whoever reads events, and
+the gateway's own counters, see one shape whichever dialects were spoken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolltap.dialects.canonical import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    Reasoning,
+    Response,
+    StopReason,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    Text,
+    ToolCall,
+    Usage,
+)
+
+__all__ = ["StreamFolder", "summarize_canonical"]
+
+_FINISH: dict[StopReason | None, str | None] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+    None: None,
+}
+
+
+def summarize_canonical(resp: Response) -> dict[str, Any]:
+    """The top-level fields of a response event, from a canonical answer.
+
+    >>> summarize_canonical(Response("r", "m", (), "max_tokens", Usage(3, 4)))["usage"]
+    {'prompt_tokens': 3, 'completion_tokens': 4, 'total_tokens': 7}
+    """
+    u = resp.usage
+    usage: dict[str, Any] = {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.input_tokens + u.output_tokens,
+    }
+    if u.cache_read_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": u.cache_read_tokens}
+    if u.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
+    return {
+        "usage": usage,
+        "finish_reason": _FINISH.get(resp.stop_reason),
+        "stop_reason": resp.stop_reason,
+    }
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    id: str | None
+    name: str | None
+    text: list[str] = field(default_factory=list)
+    signature: str | None = None
+
+    def part(self) -> Text | ToolCall | Reasoning:
+        joined = "".join(self.text)
+        if self.kind == "tool_call":
+            return ToolCall(self.id or "", self.name or "", joined)
+        if self.kind == "reasoning":
+            return Reasoning(joined, self.signature)
+        return Text(joined)
+
+
+@dataclass(slots=True)
+class StreamFolder:
+    """Folds canonical stream events into the :class:`Response` they add up to."""
+
+    id: str = ""
+    model: str = ""
+    events: int = 0
+    _blocks: dict[int, _Block] = field(default_factory=dict)
+    _end: StreamEnd | None = None
+    _usage: Usage | None = None
+
+    def add(self, events: list[StreamEvent]) -> None:
+        for event in events:
+            self.events += 1
+            if isinstance(event, BlockDelta):
+                self._blocks[event.index].text.append(event.text)
+            elif isinstance(event, BlockStart):
+                self._blocks[event.index] = _Block(event.kind, event.id, event.name)
+            elif isinstance(event, BlockStop):
+                if event.signature is not None:
+                    self._blocks[event.index].signature = event.signature
+            elif isinstance(event, StreamStart):
+                self.id, self.model, self._usage = event.id, event.model, event.usage
+            elif isinstance(event, StreamEnd):
+                self._end = event
+
+    def response(self) -> Response:
+        end = self._end
+        usage = end.usage if end is not None else (self._usage or Usage())
+        return Response(
+            id=self.id,
+            model=self.model,
+            parts=tuple(self._blocks[i].part() for i in sorted(self._blocks)),
+            stop_reason=end.stop_reason if end is not None else None,
+            usage=usage,
+            stop_sequence=end.stop_sequence if end is not None else None,
+        )
