@@ -10,6 +10,7 @@ import pytest
 
 from helpers import ADMIN_TOKEN, GatewayFactory
 from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
+from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
 
@@ -29,11 +30,13 @@ async def make_gateway(sim: Simulator) -> AsyncIterator[GatewayFactory]:
         *,
         timeouts: Timeouts | None = None,
         max_connections: int = 256,
+        dialect: Dialect = "chat",
         **settings: Any,
     ) -> Gateway:
         endpoint = EndpointConfig(
             base_url=sim.base_url,
             model="sim-model",
+            dialect=dialect,
             timeouts=timeouts or Timeouts(),
             max_connections=max_connections,
         )
