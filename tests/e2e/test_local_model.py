@@ -6,6 +6,7 @@ import os
 from collections.abc import AsyncIterator
 
 import aiohttp
+import anthropic
 import pytest
 
 from helpers import ADMIN_TOKEN, events, openai_client, register
@@ -77,3 +78,31 @@ async def test_pattern_continuation_streaming(
     assert response["body"]["choices"][0]["message"]["content"] == text
     assert response["usage"]["completion_tokens"] > 0
     assert response["chunks"] >= 2
+
+
+async def test_anthropic_messages_harness_streams_from_the_chat_only_local_model(
+    local_gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    rollout = await register(http, local_gateway)
+    async with (
+        anthropic.AsyncAnthropic(
+            base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"], max_retries=0
+        ) as claude,
+        claude.messages.stream(
+            model="anything",
+            max_tokens=4,
+            messages=[{"role": "user", "content": "Monday, Tuesday, Wednesday,"}],
+            # this SDK version no longer takes temperature as an argument
+            extra_body={"temperature": 0},
+        ) as stream,
+    ):
+        deltas = [text async for text in stream.text_stream]
+        message = await stream.get_final_message()
+    text = "".join(deltas)
+    assert "Thursday" in text
+    assert message.stop_reason in ("max_tokens", "end_turn")
+    assert message.usage.output_tokens > 0
+    request, response = (e["payload"] for e in await events(http, local_gateway, rollout["id"]))
+    assert (request["dialect"], request["upstream_dialect"]) == ("messages", "chat")
+    assert response["body"]["choices"][0]["message"]["content"] == text
+    assert response["usage"]["completion_tokens"] == message.usage.output_tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,32 @@ async def test_main_job_patterns_on_the_local_model(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.summary["statuses"] == {"completed": 4}
     assert result.summary["reward"]["mean"] > 0
+
+
+async def test_anthropic_sdk_harness_runs_against_a_chat_only_upstream(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    task = Task(id="t", prompt="what is 6*7?", info={"regex": "."})
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model", dialect="chat")
+    result = await evaluate([task], harness="messages-tool-agent", endpoint=endpoint,
+                            store=url, rewards=["regex"])  # fmt: skip
+    res = result.results[0]
+    assert (res.status, res.reward, res.calls.calls, res.answer != "") == (
+        "completed", 1.0, 2, True,
+    )  # fmt: skip
+    async with await Store.open(url) as store:
+        events = await store.events(res.session_id or "")
+    first, answer, second = events[0].payload, events[1].payload, events[2].payload
+    assert (first["dialect"], first["upstream_dialect"]) == ("messages", "chat")
+    (upstream_call,) = answer["body"]["choices"][0]["message"]["tool_calls"]
+    # the harness sent back the very call the chat upstream made, as Anthropic blocks
+    assistant, results = second["messages"][-2:]
+    (use,) = assistant["content"]
+    assert use["type"] == "tool_use"
+    assert use["id"] == upstream_call["id"]
+    assert use["name"] == upstream_call["function"]["name"] == "calculator"
+    assert use["input"] == json.loads(upstream_call["function"]["arguments"])
+    (tool_result,) = results["content"]
+    assert tool_result["tool_use_id"] == upstream_call["id"]
+    assert "error: unsupported expression" in tool_result["content"]

@@ -13,7 +13,13 @@ from rolltap.rollouts.calculator import calculate
 from rolltap.rollouts.harness import HarnessContext, HarnessResult
 from rolltap.rollouts.tasks import Task
 
-__all__ = ["CALCULATOR_TOOL", "chat_harness", "openai_client", "tool_agent_harness"]
+__all__ = [
+    "CALCULATOR_TOOL",
+    "chat_harness",
+    "openai_client",
+    "run_calculator",
+    "tool_agent_harness",
+]
 
 #: the tool-agent's one tool
 CALCULATOR_TOOL: dict[str, Any] = {
@@ -94,9 +100,11 @@ async def chat_harness(task: Task, ctx: HarnessContext) -> HarnessResult:
     return HarnessResult(replies[-1] if replies else "", {"turns": len(replies)})
 
 
-def _run_tool(arguments: str) -> str:
+def run_calculator(arguments: str | object) -> str:
+    """The calculator tool's result for its arguments (JSON text or a parsed object);
+    bad input is the model's mistake, so it gets an error string back, not a crash."""
     try:
-        args = orjson.loads(arguments or "{}")
+        args = orjson.loads(arguments or "{}") if isinstance(arguments, str) else arguments
         expression = str(args.get("expression", "")) if isinstance(args, dict) else ""
         return str(calculate(expression))
     except (orjson.JSONDecodeError, ValueError) as exc:
@@ -127,6 +135,6 @@ async def tool_agent_harness(task: Task, ctx: HarnessContext) -> HarnessResult:
             for call in calls:
                 tool_calls += 1
                 arguments = call.function.arguments if call.type == "function" else ""
-                result = _run_tool(arguments)
+                result = run_calculator(arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return HarnessResult("", {"tool_calls": tool_calls, "exhausted": True})

@@ -62,12 +62,18 @@ Harness = Callable[[Task, HarnessContext], Awaitable["str | HarnessResult"]]
 
 def _builtins() -> dict[str, Harness]:
     from rolltap.rollouts.builtin import chat_harness, tool_agent_harness
+    from rolltap.rollouts.builtin_messages import messages_tool_agent_harness
 
-    return {"chat": chat_harness, "tool-agent": tool_agent_harness}
+    return {
+        "chat": chat_harness,
+        "tool-agent": tool_agent_harness,
+        "messages-tool-agent": messages_tool_agent_harness,
+    }
 
 
 def load_harness(spec: str) -> Harness:
-    """A built-in harness by name (``chat``, ``tool-agent``) or ``module:function``."""
+    """A built-in harness by name (``chat``, ``tool-agent``, ``messages-tool-agent``) or
+    ``module:function``."""
     harness: Harness = load_callable(spec, _builtins(), "harness")
     return harness
 
