@@ -125,12 +125,14 @@ async def one_wave(c: int, latency: Latency, store_dir: Path) -> dict[str, Any]:
             base_url=f"http://127.0.0.1:{port}/v1", model="sim", max_connections=CONNECTION_LIMIT
         )
         async with peaks_during(upstream) as peaks:
+            cpu0 = psutil.Process().cpu_times()
             t0 = time.perf_counter()
             result = await evaluate(
                 [task], harness="chat", endpoint=endpoint, r=c, c=c, rewards=["regex"],
                 store=f"sqlite:///{store_dir}/scale-{c}.db",
             )  # fmt: skip
             wall = time.perf_counter() - t0
+            cpu1 = psutil.Process().cpu_times()
     ideal = TURNS * latency.per_call_s
     return {
         "C": c,
@@ -143,6 +145,10 @@ async def one_wave(c: int, latency: Latency, store_dir: Path) -> dict[str, Any]:
         "open_files": peaks.open_files,
         "q_latency_ms": _quartiles(result.results),
         **_spread(result.results),
+        # this process: harness SDK coroutines, gateway and store writer together
+        "cpu_ms_per_call": 1000
+        * (cpu1.user + cpu1.system - cpu0.user - cpu0.system)
+        / max(1, sum(r.calls.calls for r in result.results)),
     }
 
 
@@ -159,11 +165,12 @@ def _spread(results: list[RolloutResult]) -> dict[str, float]:
 
 def _print_spread(rows: list[dict[str, Any]]) -> None:
     print(f"{'C':>6} {'last start s':>12} {'call p99 ms':>11} {'call max ms':>11} "
-          f"{'slowest rollout s':>17}")  # fmt: skip
+          f"{'slowest rollout s':>17} {'CPU ms/call':>11}")  # fmt: skip
     for r in rows:
         print(
             f"{r['C']:>6} {r['last_start_s']:>12.2f} {r['call_p99_ms']:>11.0f} "
-            f"{r['call_max_ms']:>11.0f} {r['slowest_rollout_s']:>17.1f}"
+            f"{r['call_max_ms']:>11.0f} {r['slowest_rollout_s']:>17.1f} "
+            f"{r['cpu_ms_per_call']:>11.2f}"
         )
 
 
