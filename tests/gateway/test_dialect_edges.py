@@ -147,3 +147,30 @@ async def test_a_field_the_upstream_cannot_express_is_a_400_naming_it(
             )
     assert info.value.param == "stop"
     assert sim.stats.requests == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+async def test_upstream_logprobs_are_recorded_for_an_anthropic_harness(
+    stream: bool, gateway: Any, http: aiohttp.ClientSession
+) -> None:
+    # the run's sampling asks the chat upstream for logprobs: Anthropic has no such field
+    rollout = await register(http, gateway, sampling={"logprobs": True})
+    async with anthropic.AsyncAnthropic(
+        base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"], max_retries=0
+    ) as claude:
+        request: dict[str, Any] = {
+            "model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}],
+        }  # fmt: skip
+        if stream:
+            async with claude.messages.stream(**request) as s:
+                message = await s.get_final_message()
+        else:
+            message = await claude.messages.create(**request)
+    text = "".join(b.text for b in message.content if b.type == "text")
+    response = (await events(http, gateway, rollout["id"]))[1]["payload"]
+    recorded = (
+        response["extras"]["logprobs"] if stream
+        else response["body"]["choices"][0]["logprobs"]["content"]
+    )  # fmt: skip
+    assert "".join(entry["token"] for entry in recorded) == text
+    assert all(isinstance(entry["logprob"], float) for entry in recorded)
