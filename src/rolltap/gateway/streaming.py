@@ -20,9 +20,8 @@ from typing import Any
 
 import orjson
 
-from rolltap.dialects.openai_chat import error_body
 from rolltap.dialects.registry import Dialect
-from rolltap.dialects.sse import SSEEvent, SSESplitter, encode_data
+from rolltap.dialects.sse import SSEEvent, SSESplitter
 from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser, stream_renderer
 from rolltap.errors import RolltapError, UpstreamProtocolError
 from rolltap.gateway.folding import StreamFolder, summarize_canonical
@@ -60,8 +59,6 @@ class StreamRelay:
         return self._frames.keepalive()
 
     def error(self, err: RolltapError) -> bytes:
-        if self._acc is not None:
-            return encode_data(error_body(err))
         return self._frames.error(err)
 
     def feed(self, chunk: bytes) -> bytes:

@@ -13,9 +13,9 @@ from rolltap.dialects.canonical import (
     StreamEvent,
     StreamStart,
 )
+from rolltap.dialects.openai_chat import error_body
 from rolltap.dialects.streams._common import (
     dumps,
-    error_fields,
     openai_usage_dict,
 )
 from rolltap.errors import RolltapError
@@ -114,4 +114,5 @@ class ChatStreamRenderer:
 
     def error(self, err: RolltapError) -> bytes:
         """An in-band ``data: {"error": ...}`` frame; the OpenAI SDK raises on it."""
-        return b'data: {"error":' + dumps(error_fields(err)) + b"}\n\n"
+        # the same body as a non-streamed error: code, type, param and upstream detail
+        return b"data: " + error_body(err) + b"\n\n"
