@@ -2,7 +2,7 @@
 
 Each run is ``-n 1 -r C -c C``. The simulator's latency keeps the total call rate near
 150 calls/s at C=2048 (4 s to first token, then 100 tokens at 10 tok/s: 14 s a call,
-42 s a rollout). Prints a table (and writes scale.png when matplotlib is present):
+42 s a rollout). Prints a table (and writes benchmarks/out/scale.png with the bench extra):
 wall time / ideal, errors, upstream connections, threads, RSS, open files, and the
 median model-call latency by rollout start quartile (q1 = the first quarter admitted).
 
@@ -193,12 +193,24 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
+        print("matplotlib is not installed (the bench extra): no plot")
         return
-    fig, ax = plt.subplots()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for r in rows:
-        ax.plot(["q1", "q2", "q3", "q4"], r["q_latency_ms"], marker="o", label=f"C={r['C']}")
-    ax.set_ylabel("median model-call latency (ms)")
-    ax.legend()
+        left.plot(["q1", "q2", "q3", "q4"], r["q_latency_ms"], marker="o", label=f"C={r['C']}")
+    left.set_ylim(bottom=0)
+    left.set_ylabel("median model-call latency (ms)")
+    left.set_xlabel("rollouts by start order")
+    left.legend()
+    sizes = [r["C"] for r in rows]
+    right.plot(sizes, [r["wall/ideal"] for r in rows], marker="o", label="wall / ideal")
+    right.axhline(1.15, linestyle="--", color="grey", label="goal 1.15")
+    right.set_xscale("log", base=2)
+    right.set_xlabel("concurrent rollouts C (one wave)")
+    right.set_ylim(bottom=1.0)
+    right.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     print(f"wrote {path}")
 
@@ -207,6 +219,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small C and short latency")
     parser.add_argument("--sizes", type=int, nargs="*", help="C values to run")
+    parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/scale.png"))
     args = parser.parse_args()
     if args.quick:
         sizes, latency = [32, 64, 128], Latency(ttft_ms=200, tokens_per_s=200, completion_tokens=20)
@@ -222,7 +235,7 @@ async def main() -> None:
     _print(rows)
     print()
     _print_spread(rows)
-    _plot(rows, Path("scale.png"))
+    _plot(rows, args.plot)
 
 
 if __name__ == "__main__":
