@@ -1,12 +1,17 @@
 """Gateway overhead: direct to the simulator vs through the gateway, in the same run.
 
     python benchmarks/gateway_overhead.py [--turns 100] [--rollouts 64] [--samples 2000]
+                                          [--rounds 10] [--quick]
 
 (a) added p50/p99 latency per non-streaming call at concurrency 1;
 (b) throughput ratio gateway/direct at 64 concurrent rollouts x 100 turns;
-(c) added time to first chunk for streams at concurrency 1.
+(c) added time to first chunk for streams at concurrency 1;
+(d) for every harness x upstream dialect pair (one gateway process per upstream
+    dialect): added p50 per non-streaming call, added stream time per upstream chunk and
+    the gateway's CPU per call, against the simulator called directly in the harness's
+    dialect (see _dialect_load.py).
 Each process's CPU seconds are reported. The load generator is raw aiohttp (the OpenAI SDK
-itself caps near 200 req/s). Not part of CI.
+itself caps near 200 req/s). --quick: fewer samples, done in under a minute. Not part of CI.
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ import argparse
 import asyncio
 import statistics
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
 import psutil
+from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
+from _dialect_table import print_matrix
 from _procs import cpu_seconds, free_port, rolltap_process
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "benchmark me"}], "max_tokens": 16}
@@ -100,8 +108,9 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] * 1000.0
 
 
-async def measure(args: argparse.Namespace, sim_url: str, gw_admin: str,
-                  sim: psutil.Process, gw: psutil.Process) -> None:  # fmt: skip
+async def measure(args: argparse.Namespace, sim_url: str, sim: psutil.Process,
+                  gateways: dict[str, tuple[str, psutil.Process]]) -> None:  # fmt: skip
+    gw_admin, gw = gateways["chat"]
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         direct = Target("direct", sim_url + "/v1", "k")
@@ -120,7 +129,9 @@ async def measure(args: argparse.Namespace, sim_url: str, gw_admin: str,
         cpu1 = {"sim": cpu_seconds(sim), "gateway": cpu_seconds(gw)}
         rate_g, _ = await throughput(http, many, args.turns)
         cpu2 = {"sim": cpu_seconds(sim), "gateway": cpu_seconds(gw)}
-    report(lat_d, lat_g, ttfc_d, ttfc_g, rate_d, rate_g, calls, cpu0, cpu1, cpu2)
+        report(lat_d, lat_g, ttfc_d, ttfc_g, rate_d, rate_g, calls, cpu0, cpu1, cpu2)
+        if args.rounds > 0:
+            print_matrix(await run_matrix(http, sim_url, gateways, args.matrix))
 
 
 def report(lat_d: list[float], lat_g: list[float], ttfc_d: list[float], ttfc_g: list[float],
@@ -149,17 +160,28 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--rollouts", type=int, default=64)
     parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=10, help="(d) rounds; 0 skips (d)")
+    parser.add_argument("--quick", action="store_true", help="a rough run in under a minute")
     args = parser.parse_args()
-    sim_port, gw_port = free_port(), free_port()
-    sim_url, gw_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{gw_port}"
-    sim_args = ["sim", "--port", str(sim_port), "--completion-tokens", "16"]
-    gw_args = ["gateway", "--endpoint", sim_url + "/v1", "--model", "sim-model",
-               "--port", str(gw_port), "--multiplex", "128"]  # fmt: skip
-    with (
-        rolltap_process(sim_args, sim_url + "/health") as sim,
-        rolltap_process(gw_args, gw_url + "/health") as gw,
-    ):
-        asyncio.run(measure(args, sim_url, gw_url, sim, gw))
+    if args.quick:
+        args.samples, args.turns, args.rounds = 400, 10, min(args.rounds, 4)
+    block, stream_block = (80, 16) if args.quick else (200, 50)
+    args.matrix = Matrix(args.rounds, block, stream_block)
+    sim_port = free_port()
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    # streams in (d) are STREAM_TOKENS long; (a)-(c) ask for 16 tokens, which caps it
+    sim_args = ["sim", "--port", str(sim_port), "--completion-tokens", str(STREAM_TOKENS)]
+    with ExitStack() as stack:
+        sim = stack.enter_context(rolltap_process(sim_args, sim_url + "/health"))
+        gateways = {}
+        for dialect in DIALECTS:  # one gateway per upstream dialect: an endpoint has one
+            port = free_port()
+            gw_url = f"http://127.0.0.1:{port}"
+            gw_args = ["gateway", "--endpoint", sim_url + "/v1", "--model", "sim-model",
+                       "--dialect", dialect, "--port", str(port), "--multiplex", "128"]  # fmt: skip
+            gw = stack.enter_context(rolltap_process(gw_args, gw_url + "/health"))
+            gateways[dialect] = (gw_url, gw)
+        asyncio.run(measure(args, sim_url, sim, gateways))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ import aiohttp
 import pytest
 from typer.testing import CliRunner
 
+from rolltap.cli import gateway_cmd
 from rolltap.cli.main import app, register_commands
+from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.local.model import gguf_path, server_binary
 from rolltap.sim import Simulator
@@ -31,6 +33,39 @@ def test_gateway_needs_a_model_with_an_endpoint() -> None:
     result = runner.invoke(app, ["gateway", "--endpoint", "http://127.0.0.1:1/v1"])
     assert result.exit_code != 0
     assert "--model" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], "chat"),
+        (["--dialect", "messages"], "messages"),
+        (["--dialect", "responses"], "responses"),
+    ],
+)
+def test_gateway_dialect_flag_reaches_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+) -> None:
+    seen: list[EndpointConfig | None] = []
+
+    async def fake_serve(
+        endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
+    ) -> None:
+        seen.append(endpoint)
+
+    # stand in for the server, which would run until Ctrl-C
+    monkeypatch.setattr(gateway_cmd, "_serve", fake_serve)
+    args = ["gateway", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", *flags]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert seen[0] is not None
+    assert seen[0].dialect == expected
+
+
+def test_gateway_dialect_needs_an_endpoint() -> None:
+    result = runner.invoke(app, ["gateway", "--dialect", "messages"])
+    assert result.exit_code != 0
+    assert "--endpoint" in result.output
 
 
 def test_missing_local_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

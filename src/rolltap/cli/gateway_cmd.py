@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from rolltap.cli.common import console, run_async
-from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.config import Dialect, EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.recorder import StoreRecorder
@@ -17,6 +18,21 @@ from rolltap.local import LocalModel
 from rolltap.store import Store, mask_url
 
 __all__ = ["register"]
+
+
+class UpstreamDialect(StrEnum):
+    """What the upstream speaks (typer shows an Enum as a choice; it has no Literal)."""
+
+    chat = "chat"
+    messages = "messages"
+    responses = "responses"
+
+
+_DIALECT: dict[UpstreamDialect, Dialect] = {
+    UpstreamDialect.chat: "chat",
+    UpstreamDialect.messages: "messages",
+    UpstreamDialect.responses: "responses",
+}
 
 
 async def _serve(
@@ -66,6 +82,14 @@ def gateway(
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
+    dialect: Annotated[
+        UpstreamDialect | None,
+        typer.Option(
+            # "[chat]" would be read as rich markup, hence "default chat"
+            help="What the upstream speaks: chat (/chat/completions), messages "
+            "(Anthropic /messages) or responses (OpenAI /responses); default chat"
+        ),
+    ] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="Name of the env var holding the upstream API key")
     ] = None,
@@ -83,10 +107,18 @@ def gateway(
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
     ep = None
+    if endpoint is None and dialect is not None:
+        # the built-in local model is llama-server, which rolltap drives as chat only
+        raise typer.BadParameter("--dialect needs --endpoint", param_hint="--dialect")
     if endpoint is not None:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
-        ep = EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
+        ep = EndpointConfig(
+            base_url=endpoint,
+            model=model,
+            api_key_env=api_key_env,
+            dialect=_DIALECT[dialect or UpstreamDialect.chat],
+        )
     run_async(_serve(ep, settings, store))
 
 
