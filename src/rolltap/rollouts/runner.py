@@ -67,6 +67,7 @@ class Runner:
         on_result: Callable[[RolloutResult], None] | None = None,
         user: str | None = None,
         endpoint: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.gateway, self.store, self.observer = gateway, store, observer
         self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
@@ -80,7 +81,8 @@ class Runner:
         self._t0 = time.monotonic()
         # Building an httpx client loads the CA store (tens of ms of CPU); a wave of
         # thousands of rollouts would convoy on it, so all of them share one context.
-        self._ssl = ssl.create_default_context()
+        # (a long-lived owner of many runners, like a serve worker, passes its own)
+        self._ssl = ssl_context or ssl.create_default_context()
 
     def stop(self) -> None:
         """Admit no more rollouts and cancel the harnesses in flight (→ ``cancelled``)."""

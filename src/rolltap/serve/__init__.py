@@ -1,1 +1,37 @@
-"""rolltap.serve."""
+"""``rolltap serve``: a long-lived rollout service with supervised worker processes.
+
+A supervisor admits batches over HTTP and places each rollout on one of W worker
+processes; each worker has its own event loop, gateway and model-client pool and runs
+rollouts on the library's runner. Workers report stats on a fixed cadence; one that
+dies or misses its heartbeat is killed and replaced, and its rollouts end
+``worker_lost`` (stored so, and reported). Modules, in the order a call meets them:
+
+* :mod:`~rolltap.serve.client` — :class:`ServeClient`, the caller's side
+* :mod:`~rolltap.serve.api` — the HTTP routes (token auth, NDJSON result streams)
+* :mod:`~rolltap.serve.service` — the API and the supervisor together; SIGTERM drain
+* :mod:`~rolltap.serve.supervisor` — admission (429 when full), batches, results
+* :mod:`~rolltap.serve.fleet` / :mod:`~rolltap.serve.handle` — worker processes,
+  heartbeat deadlines, replacement
+* :mod:`~rolltap.serve.protocol` — the supervisor↔worker frames
+* :mod:`~rolltap.serve.worker` / :mod:`~rolltap.serve.jobs` — a worker and its rollouts
+* :mod:`~rolltap.serve.heartbeat` / :mod:`~rolltap.serve.memory` — stats, malloc_trim
+* :mod:`~rolltap.serve.sink` / :mod:`~rolltap.serve.desk` — persistence (on SQLite the
+  supervisor owns the writer and workers ship their commits to it)
+"""
+
+from rolltap.serve.client import BatchStream, ServeClient, ServeResult
+from rolltap.serve.config import TOKEN_ENV, ServeConfig
+from rolltap.serve.protocol import RolloutSpec
+from rolltap.serve.service import Service
+from rolltap.serve.supervisor import Supervisor
+
+__all__ = [
+    "TOKEN_ENV",
+    "BatchStream",
+    "RolloutSpec",
+    "ServeClient",
+    "ServeConfig",
+    "ServeResult",
+    "Service",
+    "Supervisor",
+]

@@ -1,0 +1,91 @@
+"""``rolltap serve``: the long-lived rollout service (see docs/serve.md)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rolltap.cli.common import console, run_async
+from rolltap.config import EndpointConfig
+from rolltap.local import LocalModel
+from rolltap.serve import TOKEN_ENV, ServeConfig, Service
+from rolltap.store import mask_url, resolve_store_url
+
+__all__ = ["register"]
+
+
+async def _serve(values: dict[str, Any], config_file: Path | None) -> None:
+    if not values.get("endpoints") and config_file is None:
+        async with LocalModel() as model:
+            console.print(f"local model: {model.base_url}")
+            local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+            await _serve({**values, "endpoints": [local]}, None)
+        return
+    if config_file is not None:
+        config = ServeConfig.from_toml(config_file, **values)
+    else:
+        config = ServeConfig.build(values)
+    # the service and its supervisor report drains and worker losses as warnings
+    logging.basicConfig(level=logging.WARNING, format="rolltap serve: %(message)s")
+    async with Service(config) as service:
+        # one line a parser can rely on: tests and scripts read the URL from it
+        console.print(f"rolltap serve: {service.url}", soft_wrap=True, highlight=False)
+        console.print(
+            f"{config.workers} workers × {config.max_inflight} rollouts; "
+            f"store {mask_url(resolve_store_url(config.store))}",
+            highlight=False,
+        )
+        if service.token_generated:
+            console.print(f"token: {service.token}  (set {TOKEN_ENV} to fix it)", highlight=False)
+        await service.run_until_signalled()
+    console.print("rolltap serve: drained and stopped", highlight=False)
+
+
+def serve(
+    endpoint: Annotated[
+        str | None,
+        typer.Option(help="Upstream base URL; omitted (and no --config): the built-in local model"),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Name of the env var holding the upstream API key")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes [CPUs, at most 8]")] = None,
+    store: Annotated[
+        str | None, typer.Option(help="sqlite:///f.db, postgresql://…, mysql://… [ROLLTAP_STORE]")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [8765; 0: any]")] = None,
+    max_inflight: Annotated[int | None, typer.Option(help="Rollouts per worker [64]")] = None,
+    drain_timeout: Annotated[
+        float | None, typer.Option(help="On SIGTERM, seconds in-flight rollouts get [60]")
+    ] = None,
+    stats_interval: Annotated[float | None, typer.Option(help="Heartbeat cadence, s [10]")] = None,
+    heartbeat_timeout: Annotated[
+        float | None, typer.Option(help="A worker this silent is replaced, s [30]")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML with [serve] and [endpoints.NAME] tables")
+    ] = None,
+) -> None:
+    """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
+    values: dict[str, Any] = {
+        "workers": workers, "store": store, "host": host, "port": port,
+        "max_inflight": max_inflight, "drain_timeout_s": drain_timeout,
+        "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,
+    }  # fmt: skip
+    values = {k: v for k, v in values.items() if v is not None}
+    if endpoint is not None:
+        if model is None:
+            raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
+        values["endpoints"] = [
+            EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
+        ]
+    run_async(_serve(values, config))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

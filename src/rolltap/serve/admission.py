@@ -1,0 +1,66 @@
+"""Admission: whether a batch may run, and on which workers — never a queue.
+
+A batch is admitted whole or not at all. Its rollouts go, one by one, to the
+least-loaded ready worker with room; when the ready workers together lack room for
+the whole batch it is refused at once with the retryable ``429 service_full``, so
+nothing ever waits in an unbounded queue inside the service.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rolltap.errors import InvalidRequestError, ServiceDrainingError, ServiceFullError
+from rolltap.serve.config import ServeConfig
+from rolltap.serve.handle import WorkerHandle
+from rolltap.serve.protocol import RolloutSpec
+from rolltap.store import Store, StoreNotFoundError
+
+__all__ = ["check_batch", "ensure_run", "place"]
+
+
+def check_batch(config: ServeConfig, specs: Sequence[RolloutSpec], *, closed: bool) -> None:
+    """Refuse a batch the service cannot take (draining, empty, too big, bad fields)."""
+    if closed:
+        raise ServiceDrainingError("the service is shutting down", retry_after=5.0)
+    if not specs:
+        raise InvalidRequestError("a batch needs at least one rollout", field="rollouts")
+    if len(specs) > config.max_batch:
+        raise InvalidRequestError(f"at most {config.max_batch} rollouts a batch", field="rollouts")
+    names = config.endpoint_names()
+    for i, spec in enumerate(specs):
+        if spec.endpoint is not None and spec.endpoint not in names:
+            raise InvalidRequestError("unknown endpoint", field=f"rollouts[{i}].endpoint")
+        if spec.block_loop_s is not None and not config.test_hooks:
+            raise InvalidRequestError("test hooks are off", field=f"rollouts[{i}].block_loop_s")
+
+
+def place(ready: Sequence[WorkerHandle], count: int, max_inflight: int) -> list[WorkerHandle]:
+    """A worker for each of ``count`` rollouts, least loaded first; or ``ServiceFullError``."""
+    loads = {handle: handle.load for handle in ready}
+    room = sum(max(0, max_inflight - load) for load in loads.values())
+    if room < count:
+        raise ServiceFullError(
+            f"{count} rollouts asked, room for {room} "
+            f"({len(loads)} ready workers × {max_inflight} in flight)",
+            retry_after=1.0,
+        )
+    placed: list[WorkerHandle] = []
+    for _ in range(count):
+        handle = min(loads, key=lambda h: loads[h])
+        loads[handle] += 1
+        placed.append(handle)
+    return placed
+
+
+async def ensure_run(store: Store, run_id: str, name: str | None, *, given: bool) -> None:
+    """Create the batch's run, unless the caller named one that exists."""
+    if given:
+        try:
+            await store.get_run(run_id)
+            return
+        except StoreNotFoundError:
+            pass  # a caller may name a new run: it is created under that id
+    name = name or f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    await store.create_run(name, {"source": "rolltap serve"}, run_id=run_id)

@@ -1,0 +1,185 @@
+"""The service's HTTP API (aiohttp). Every route but ``/health`` needs the bearer token.
+
+================================  ================================================================
+route                             does
+================================  ================================================================
+``POST /rollouts``                submit a batch ``{"rollouts": [spec, …], "run_id"?, "run_name"?,
+                                  "detach"?}``; answers NDJSON: ``accepted`` (batch, run, ids),
+                                  one ``result`` per rollout as it finishes, ``keepalive`` lines
+                                  while quiet, then ``end``. Closing the stream cancels what is
+                                  still running unless ``detach``. 429 ``service_full`` when
+                                  the workers lack room, 503 ``service_draining`` once draining.
+``GET /rollouts/{id}``            running (and where) or finished (its result)
+``DELETE /rollouts/{id}``         cancel one rollout (it ends ``cancelled``): 202
+``DELETE /batches/{id}``          cancel every unfinished rollout of a batch: 202
+``GET /status``                   workers (pid, state, load, latest stats), capacity, totals
+``GET /metrics``                  Prometheus text
+``GET /health``                   ``{"status": "ok"|"draining", "ready_workers": n}``
+================================  ================================================================
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rolltap.dialects.openai_chat import load_json_object
+from rolltap.errors import (
+    AuthenticationError,
+    BodyTooLargeError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    RolloutNotFoundError,
+    RolltapError,
+)
+from rolltap.gateway.call import error_response
+from rolltap.gateway.server import bearer_token, read_body
+from rolltap.serve.metrics import render_metrics
+from rolltap.serve.protocol import RolloutSpec
+
+if TYPE_CHECKING:
+    from rolltap.serve.service import Service
+
+__all__ = ["SERVICE", "SubmitRequest", "build_app"]
+
+SERVICE: web.AppKey[Service] = web.AppKey("service")
+_BODY_LIMIT = 64 * 1024 * 1024
+#: how often a quiet result stream says it is alive (proxies cut silent streams)
+KEEPALIVE_S = 15.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class SubmitRequest(BaseModel):
+    """The body of ``POST /rollouts``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rollouts: list[RolloutSpec] = Field(min_length=1)
+    run_id: str | None = Field(default=None, min_length=1, max_length=64)
+    run_name: str | None = None
+    detach: bool = False
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Errors leave as ``{"error": {"message", "type", "code"}}`` with rolltap's code."""
+    try:
+        return await handler(request)
+    except RolltapError as err:
+        return error_response(err)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 404:
+            return error_response(NotFoundError("no such route"))
+        if exc.status == 405:
+            return error_response(MethodNotAllowedError(f"method not allowed: {exc.reason}"))
+        if exc.status == 413:
+            return error_response(BodyTooLargeError("request body is over the limit"))
+        return error_response(RolltapError(f"HTTP {exc.status}: {exc.reason}"))
+
+
+def _service(request: web.Request) -> Service:
+    service = request.app[SERVICE]
+    presented = bearer_token(request) or ""
+    if not hmac.compare_digest(presented.encode(), service.token.encode()):
+        raise AuthenticationError("invalid service token")
+    return service
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def _line(data: dict[str, Any]) -> bytes:
+    return orjson.dumps(data) + b"\n"
+
+
+def _submit_request(raw: bytes) -> SubmitRequest:
+    try:
+        return SubmitRequest.model_validate(load_json_object(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise InvalidRequestError(first["msg"], field=field or None) from None
+
+
+async def submit(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    body = _submit_request(await read_body(request, _BODY_LIMIT))
+    supervisor = service.supervisor
+    batch = await supervisor.submit(body.rollouts, run_id=body.run_id, run_name=body.run_name)
+    resp = web.StreamResponse(
+        headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"}
+    )
+    try:
+        await resp.prepare(request)
+        accepted = {"type": "accepted", "batch": batch.id, "run_id": batch.run_id}
+        await resp.write(_line({**accepted, "rollouts": list(batch.jobs)}))
+        async for result in batch.results(keepalive_s=service.keepalive_s):
+            line = {"type": "keepalive"} if result is None else {"type": "result", **result}
+            await resp.write(_line(line))
+        await resp.write(_line({"type": "end", "batch": batch.id, "results": len(batch.jobs)}))
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the caller went away: what it left running is cancelled below
+    finally:
+        if not batch.finished and not body.detach:
+            supervisor.cancel_batch(batch.id)
+    return resp
+
+
+async def get_rollout(request: web.Request) -> web.Response:
+    return _json(_service(request).supervisor.rollout(request.match_info["id"]))
+
+
+async def cancel_rollout(request: web.Request) -> web.Response:
+    rollout_id = request.match_info["id"]
+    if not _service(request).supervisor.cancel(rollout_id):
+        raise RolloutNotFoundError(f"no running rollout {rollout_id!r}")
+    return _json({"id": rollout_id, "state": "cancelling"}, status=202)
+
+
+async def cancel_batch(request: web.Request) -> web.Response:
+    batch_id = request.match_info["id"]
+    count = _service(request).supervisor.cancel_batch(batch_id)
+    return _json({"batch": batch_id, "cancelling": count}, status=202)
+
+
+async def status(request: web.Request) -> web.Response:
+    return _json(_service(request).supervisor.status())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    supervisor = _service(request).supervisor
+    return web.Response(
+        body=render_metrics(supervisor.status),
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
+
+
+async def health(request: web.Request) -> web.Response:
+    supervisor = request.app[SERVICE].supervisor
+    state = "draining" if supervisor.draining else "ok"
+    return _json({"status": state, "ready_workers": len(supervisor.fleet.ready())})
+
+
+def build_app(service: Service) -> web.Application:
+    """The service's aiohttp application."""
+    app = web.Application(middlewares=[_errors], client_max_size=_BODY_LIMIT)
+    app[SERVICE] = service
+    app.router.add_post("/rollouts", submit)
+    app.router.add_get("/rollouts/{id}", get_rollout)
+    app.router.add_delete("/rollouts/{id}", cancel_rollout)
+    app.router.add_delete("/batches/{id}", cancel_batch)
+    app.router.add_get("/status", status)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    return app

@@ -1,0 +1,100 @@
+"""How ``rolltap serve`` runs: workers, bounds, cadences, store, endpoints.
+
+From Python, flags, or a TOML file whose ``[serve]`` table holds these fields and whose
+``[endpoints.NAME]`` tables the endpoints::
+
+    [serve]
+    workers = 4
+    store = "postgresql://db/rolltap"
+
+    [endpoints.policy]
+    base_url = "http://127.0.0.1:8000/v1"
+    model = "my-policy"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import ConfigError
+
+__all__ = ["TOKEN_ENV", "ServeConfig"]
+
+#: the environment variable holding the service's bearer token
+TOKEN_ENV = "ROLLTAP_SERVE_TOKEN"
+
+
+def _default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+class ServeConfig(BaseModel):
+    """One rollout service. Durations are seconds.
+
+    ``max_inflight`` bounds the rollouts each worker runs at once; with every worker
+    full a submission gets the retryable ``429 service_full``. A worker whose stats
+    frame is ``heartbeat_timeout_s`` late is killed and replaced. ``max_rollout_s`` caps
+    every rollout's wall clock (a submission's ``limits.timeout_s`` may only lower it).
+    ``trim`` returns freed memory to the OS on the stats cadence; ``discard_intercepts``
+    off keeps every delivered call's body until its rollout ends (benchmarks only).
+    ``test_hooks`` lets submissions block a worker's loop (tests only).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workers: int = Field(default_factory=_default_workers, gt=0)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    token: str | None = Field(default=None, repr=False)
+    store: str | None = Field(default=None, repr=False)
+    endpoints: list[EndpointConfig] = Field(min_length=1)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    max_inflight: int = Field(default=64, gt=0)
+    stats_interval_s: float = Field(default=10.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+    start_timeout_s: float = Field(default=60.0, gt=0)
+    drain_timeout_s: float = Field(default=60.0, ge=0)
+    max_rollout_s: float = Field(default=3600.0, gt=0)
+    max_batch: int = Field(default=4096, gt=0)
+    trim: bool = True
+    discard_intercepts: bool = True
+    test_hooks: bool = False
+
+    def endpoint_names(self) -> set[str]:
+        return {ep.name for ep in self.endpoints}
+
+    def resolved_token(self) -> str | None:
+        """The configured token, else ``ROLLTAP_SERVE_TOKEN``, else None (generate one)."""
+        return self.token or os.environ.get(TOKEN_ENV) or None
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **overrides: Any) -> ServeConfig:
+        """Read ``[serve]`` and ``[endpoints.NAME]``; ``overrides`` that are not None win."""
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        serve = dict(data.get("serve") or {})
+        endpoints = data.get("endpoints") or {}
+        if not isinstance(endpoints, dict):
+            raise ConfigError(f"{path}: [endpoints] must hold tables")
+        if endpoints:
+            serve["endpoints"] = [{"name": name, **spec} for name, spec in endpoints.items()]
+        serve.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.build(serve, source=str(path))
+
+    @classmethod
+    def build(cls, values: dict[str, Any], *, source: str = "serve config") -> ServeConfig:
+        """Validate ``values``; ConfigError naming the first bad field."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{source}: {field}: {first['msg']}") from exc

@@ -1,0 +1,158 @@
+"""A worker's jobs: each submitted rollout runs on the library's own :class:`Runner`.
+
+One runner per rollout, because each submission brings its own harness, rewards,
+limits, sampling, user and endpoint; they all share the worker's gateway (and with it
+the model-client pool) and its store recorder. Harnesses and scorers are built once per
+spec and reused.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolltap.errors import ConfigError, StoreError
+from rolltap.gateway import Gateway, RolloutLimits, StoreRecorder
+from rolltap.gateway.recorder import SessionStore
+from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.rewards import Scorer, parse_reward_spec
+from rolltap.rollouts.runner import Runner, WorkItem
+from rolltap.rollouts.subprocess_harness import command_harness
+from rolltap.rollouts.tasks import Task
+from rolltap.serve.outcomes import store_outcome, terminal_result
+from rolltap.serve.protocol import RolloutSpec, WorkerConfig
+from rolltap.serve.sink import JobStore
+
+__all__ = ["Job", "JobFactory", "block_loop"]
+
+#: harnesses and scorers a worker keeps built (each is small; the bound is what matters)
+_CACHE_LIMIT = 256
+
+
+def block_loop(seconds: float) -> None:
+    """The test hook behind ``block_loop_s``: hold the event loop, as a bad harness would."""
+    time.sleep(seconds)
+
+
+@dataclass(eq=False)
+class Job:
+    """One submitted rollout on this worker."""
+
+    id: str
+    run_id: str
+    session_id: str
+    spec: RolloutSpec
+    task: Task
+    store: SessionStore
+    runner: Runner | None
+    #: why the rollout cannot run at all (then it ends ``error`` without running)
+    refusal: str | None = None
+    block_s: float | None = None
+    cancelled: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    def cancel(self) -> None:
+        """Stop the rollout: its harness is cancelled and it ends ``cancelled``."""
+        self.cancelled = True
+        if self.runner is not None:
+            self.runner.stop()
+
+    async def run(self) -> dict[str, Any]:
+        """Run the rollout to its end; the result the caller gets (it is stored too)."""
+        if self.block_s is not None:
+            block_loop(self.block_s)
+        if self.runner is not None and not self.cancelled:
+            results = await self.runner.run([WorkItem(self.task, self.spec.sample)])
+            if results:
+                out = results[0].to_dict()
+                out["duration_s"] = results[0].duration_s
+                return out
+        status, error = ("error", self.refusal) if self.refusal else ("cancelled", "cancelled")
+        return await self._ended_early(status, error)
+
+    async def _ended_early(self, status: str, error: str | None) -> dict[str, Any]:
+        try:
+            await store_outcome(
+                self.store, run_id=self.run_id, session_id=self.session_id, task=self.task,
+                sample=self.spec.sample, user=self.spec.user, status=status, error=error,
+            )  # fmt: skip
+        except StoreError as err:
+            error = f"{error}; store: {err.message}"
+        out = terminal_result(self.task, self.spec.sample, self.session_id, status, error)
+        out["duration_s"] = time.monotonic() - self.started
+        return out
+
+
+def _bounded_put(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    # callers may send a distinct command line per rollout: a worker that lives for
+    # days must not remember them all
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+
+
+class JobFactory:
+    """Builds jobs from ``submit`` frames, against this worker's gateway and store."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        gateway: Gateway,
+        store: SessionStore,
+        recorder: StoreRecorder,
+    ) -> None:
+        self.config, self.gateway, self.store, self.recorder = config, gateway, store, recorder
+        self._models = {ep.name: ep.model for ep in config.endpoints}
+        self._harnesses: dict[tuple[str, str | None], Harness] = {}
+        # one TLS context for every rollout of this worker: building one loads the CA
+        # store (~40 ms of CPU and much memory), far too much per rollout
+        self._ssl = ssl.create_default_context()
+        self._scorers: dict[tuple[str, ...], Scorer] = {}
+
+    def _harness(self, spec: RolloutSpec) -> Harness:
+        key = (spec.harness, spec.cmd)
+        harness = self._harnesses.get(key)
+        if harness is None:
+            harness = command_harness(spec.cmd) if spec.cmd else load_harness(spec.harness)
+            _bounded_put(self._harnesses, key, harness)
+        return harness
+
+    def _scorer(self, spec: RolloutSpec) -> Scorer:
+        key = tuple(spec.rewards)
+        scorer = self._scorers.get(key)
+        if scorer is None:
+            scorer = Scorer([parse_reward_spec(r) for r in key])
+            _bounded_put(self._scorers, key, scorer)
+        return scorer
+
+    def _limits(self, spec: RolloutSpec) -> RolloutLimits:
+        # every rollout gets a wall-clock bound, so none can hold a caller forever
+        cap = self.config.max_rollout_s
+        timeout = min(spec.limits.timeout_s or cap, cap)
+        return RolloutLimits(spec.limits.max_turns, spec.limits.max_tokens, timeout)
+
+    def make(self, message: dict[str, Any]) -> Job:
+        """A job for one ``submit`` frame (synchronous: a cancel may follow at once)."""
+        spec = RolloutSpec.model_validate(message["spec"])
+        job = Job(
+            id=message["job"], run_id=message["run_id"], session_id=message["session_id"],
+            spec=spec, task=spec.to_task(), store=JobStore(self.store, message["session_id"]),
+            runner=None,
+        )  # fmt: skip
+        if spec.block_loop_s is not None and self.config.test_hooks:
+            job.block_s = spec.block_loop_s
+        endpoint = spec.endpoint or self.config.endpoints[0].name
+        try:
+            job.runner = Runner(
+                gateway=self.gateway, store=job.store, observer=self.recorder,
+                run_id=job.run_id, harness=self._harness(spec), scorer=self._scorer(spec),
+                model=self._models[endpoint], c=1, limits=self._limits(spec),
+                sampling=spec.sampling, user=spec.user, endpoint=endpoint, ssl_context=self._ssl,
+            )  # fmt: skip
+        except ConfigError as err:
+            job.refusal = f"{err.code}: {err.message}"
+        except KeyError:
+            job.refusal = f"invalid_config: unknown endpoint {endpoint!r}"
+        return job

@@ -1,0 +1,70 @@
+"""Prometheus exposition of the service: totals, and each worker's latest heartbeat.
+
+Read only when scraped, from :meth:`Supervisor.status`, in a private registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["render_metrics"]
+
+#: per-worker gauges: heartbeat field → (metric suffix, help, scale)
+_WORKER_GAUGES: dict[str, tuple[str, str, float]] = {
+    "rss": ("rss_bytes", "resident memory", 1.0),
+    "open_files": ("open_files", "open file descriptors", 1.0),
+    "sockets": ("sockets", "open sockets", 1.0),
+    "threads": ("threads", "threads", 1.0),
+    "inflight": ("inflight", "rollouts in flight", 1.0),
+    "intercepts": ("intercepts", "model calls held by the gateway", 1.0),
+    "loop_lag_ms": ("loop_lag_seconds", "event-loop lag at the last heartbeat", 0.001),
+}
+
+
+def _worker_metrics(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
+    for field, (suffix, text, scale) in _WORKER_GAUGES.items():
+        gauge = GaugeMetricFamily(f"rolltap_serve_worker_{suffix}", text, labels=["worker"])
+        for worker in workers:
+            value = worker["stats"].get(field)
+            if isinstance(value, int | float):
+                gauge.add_metric([str(worker["index"])], value * scale)
+        yield gauge
+    pool = GaugeMetricFamily(
+        "rolltap_serve_worker_pool_clients", "model clients in the worker's pool", labels=["worker"]
+    )
+    for worker in workers:
+        clients = (worker["stats"].get("pool") or {}).get("clients")
+        if isinstance(clients, int):
+            pool.add_metric([str(worker["index"])], clients)
+    yield pool
+
+
+class _StatusCollector(Collector):
+    def __init__(self, status: Callable[[], Mapping[str, Any]]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._status()
+        for name in ("ready_workers", "capacity", "inflight", "batches"):
+            yield GaugeMetricFamily(f"rolltap_serve_{name}", f"{name} now", status[name])
+        for name in ("restarts", "workers_lost", "rejected_full"):
+            yield CounterMetricFamily(f"rolltap_serve_{name}", f"{name} so far", status[name])
+        results = CounterMetricFamily(
+            "rolltap_serve_rollouts", "finished rollouts by status", labels=["status"]
+        )
+        for key, count in sorted(status["results"].items()):
+            results.add_metric([key], count)
+        yield results
+        yield from _worker_metrics(status["workers"])
+
+
+def render_metrics(status: Callable[[], Mapping[str, Any]]) -> bytes:
+    """Prometheus text for one service."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StatusCollector(status))
+    return generate_latest(registry)

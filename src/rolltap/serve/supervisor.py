@@ -1,0 +1,297 @@
+"""The supervisor: admits batches, places rollouts on workers, routes their results.
+
+Admission is all or nothing and never queues: a batch is placed, rollout by rollout, on
+the least-loaded ready worker with room (each runs at most ``max_inflight``), or
+refused at once with the retryable ``429 service_full``. Every rollout resolves exactly
+once — its worker's result, or ``worker_lost`` when its worker dies or stops answering
+(stored, then reported), or ``cancelled`` when a drain runs out of time — so a caller
+reading its batch always reaches the end.
+
+>>> async def main(config: ServeConfig, specs: list[RolloutSpec]) -> None:  # doctest: +SKIP
+...     async with Supervisor(config) as supervisor:
+...         batch = await supervisor.submit(specs)
+...         async for result in batch.results():
+...             print(result)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from rolltap.errors import RolloutNotFoundError, ServiceFullError, StoreError
+from rolltap.serve.admission import check_batch, ensure_run, place
+from rolltap.serve.batches import Batch, Job, RecentResults, new_id
+from rolltap.serve.config import ServeConfig
+from rolltap.serve.desk import StoreDesk
+from rolltap.serve.fleet import Fleet
+from rolltap.serve.handle import WorkerHandle
+from rolltap.serve.outcomes import store_lost, terminal_result
+from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
+from rolltap.store import Store, mask_url, resolve_store_url
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("rolltap.serve.supervisor")
+
+#: how long cancelled rollouts get to unwind before their workers are killed
+CANCEL_GRACE_S = 15.0
+
+
+class Supervisor:
+    """Workers, batches and the store, behind :meth:`submit` and :meth:`drain`."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.batches: dict[str, Batch] = {}
+        self.jobs: dict[str, Job] = {}
+        self.recent = RecentResults()
+        self.statuses: Counter[str] = Counter()
+        self.rejected = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stack = AsyncExitStack()
+        self._store: Store | None = None
+        self._fleet: Fleet | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Supervisor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "the supervisor is not started"
+        return self._store
+
+    @property
+    def fleet(self) -> Fleet:
+        assert self._fleet is not None, "the supervisor is not started"
+        return self._fleet
+
+    async def start(self) -> None:
+        """Open the store and start the workers; returns once every worker is ready."""
+        try:
+            self._store = await self._stack.enter_async_context(await Store.open(self.config.store))
+            tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
+            desk = StoreDesk(self._store) if self._store.backend == "sqlite" else None
+            self._fleet = Fleet(
+                workers=self.config.workers, worker_config=self._worker_config, owner=self,
+                desk=desk, tasks=tasks, heartbeat_timeout_s=self.config.heartbeat_timeout_s,
+                start_timeout_s=self.config.start_timeout_s,
+            )  # fmt: skip
+            self._stack.push_async_callback(self._stop_fleet)
+            await self._fleet.start()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        """Cancel what still runs, stop the workers, flush the store. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._stack.aclose()
+
+    async def _stop_fleet(self) -> None:
+        await self.drain(0.0)
+        await self.fleet.shutdown()
+
+    def _worker_config(self, index: int) -> WorkerConfig:
+        shipped = self.store.backend == "sqlite"
+        gateway = self.config.gateway.model_copy(
+            update={"discard_intercepts": self.config.discard_intercepts}
+        )
+        return WorkerConfig(
+            index=index, endpoints=self.config.endpoints, gateway=gateway,
+            store_url=None if shipped else resolve_store_url(self.config.store),
+            stats_interval_s=self.config.stats_interval_s,
+            max_rollout_s=self.config.max_rollout_s, trim=self.config.trim,
+            test_hooks=self.config.test_hooks,
+        )  # fmt: skip
+
+    # -- admission ---------------------------------------------------------------------
+
+    async def submit(
+        self,
+        specs: Sequence[RolloutSpec],
+        *,
+        run_id: str | None = None,
+        run_name: str | None = None,
+    ) -> Batch:
+        """Admit ``specs`` as one batch and dispatch them; read ``batch.results()``.
+
+        Raises ``ServiceFullError`` (429, retryable) when the workers lack room for the
+        whole batch, ``ServiceDrainingError`` (503) once a drain has begun.
+        """
+        check_batch(self.config, specs, closed=self.draining or self._closed)
+        try:
+            handles = place(self.fleet.ready(), len(specs), self.config.max_inflight)
+        except ServiceFullError:
+            self.rejected += 1
+            raise
+        batch = Batch(new_id(), run_id or new_id())
+        deadline = asyncio.get_running_loop().time() + self.config.max_rollout_s
+        deadline += max(60.0, 2 * self.config.heartbeat_timeout_s)
+        for spec, handle in zip(specs, handles, strict=True):
+            job = Job(new_id(), batch, spec, spec.to_task(), handle, deadline)
+            batch.jobs[job.id] = handle.jobs[job.id] = self.jobs[job.id] = job
+        self.batches[batch.id] = batch
+        self._idle.clear()
+        try:
+            await ensure_run(self.store, batch.run_id, run_name, given=run_id is not None)
+        except BaseException:
+            self._withdraw(batch)
+            raise
+        for job in batch.jobs.values():
+            if not job.done:
+                try:
+                    await job.worker.send(job.submit_frame())
+                except ChannelClosedError:
+                    continue  # its worker is dying: the loss settles this rollout
+        return batch
+
+    def _withdraw(self, batch: Batch) -> None:
+        for job in batch.jobs.values():
+            job.worker.jobs.pop(job.id, None)
+            self.jobs.pop(job.id, None)
+        self.batches.pop(batch.id, None)
+        if not self.jobs:
+            self._idle.set()
+
+    # -- cancellation and drain --------------------------------------------------------
+
+    def cancel(self, rollout_id: str) -> bool:
+        """Ask the rollout's worker to stop it (it ends ``cancelled``); False if unknown."""
+        job = self.jobs.get(rollout_id)
+        if job is None:
+            return False
+        job.cancel_requested = True
+        channel = job.worker.channel
+        if channel is not None and job.worker.state == "ready":
+            try:
+                channel.send_nowait({"type": Msg.CANCEL, "job": job.id})
+            except ChannelClosedError:
+                return True  # its worker is dying: the loss settles this rollout
+        return True
+
+    def cancel_batch(self, batch_id: str) -> int:
+        """Cancel every unfinished rollout of a batch; how many (404 if unknown)."""
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            raise RolloutNotFoundError(f"no running batch {batch_id!r}")
+        return sum(self.cancel(job.id) for job in list(batch.jobs.values()) if not job.done)
+
+    def cancel_all(self) -> int:
+        return sum(self.cancel(job_id) for job_id in list(self.jobs))
+
+    async def drain(self, grace_s: float | None = None) -> None:
+        """Admit nothing more; let rollouts finish for ``grace_s``, then cancel the rest."""
+        self.draining = True
+        grace_s = self.config.drain_timeout_s if grace_s is None else grace_s
+        if await self._wait_idle(grace_s):
+            return
+        self.cancel_all()
+        if await self._wait_idle(CANCEL_GRACE_S):
+            return
+        for handle in {job.worker for job in self.jobs.values()}:
+            self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
+        await self._idle.wait()
+
+    async def _wait_idle(self, limit_s: float) -> bool:
+        try:
+            async with asyncio.timeout(limit_s):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    # -- results -----------------------------------------------------------------------
+
+    def on_result(self, handle: WorkerHandle, message: dict[str, Any]) -> None:
+        job = handle.jobs.get(str(message.get("job")))
+        if job is not None:
+            self._resolve(job, message["result"])
+
+    async def on_lost(self, handle: WorkerHandle, status: str, reason: str) -> None:
+        jobs = [job for job in handle.jobs.values() if not job.done]
+        errors: dict[str, str] = {}
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(self._store_lost(job, status, reason, errors))
+        for job in jobs:
+            error = reason + (f"; store: {errors[job.id]}" if job.id in errors else "")
+            self._resolve(job, terminal_result(job.task, job.spec.sample, job.id, status, error))
+
+    async def _store_lost(self, job: Job, status: str, reason: str, errors: dict[str, str]) -> None:
+        if self.fleet.desk is not None:
+            self.fleet.desk.drop(job.id)
+        try:
+            await store_lost(
+                self.store, run_id=job.batch.run_id, session_id=job.id, task=job.task,
+                sample=job.spec.sample, user=job.spec.user, status=status, error=reason,
+            )  # fmt: skip
+        except StoreError as err:
+            log.warning("could not store %s for %s: %s", status, job.id, err)
+            errors[job.id] = err.message
+
+    def _resolve(self, job: Job, result: dict[str, Any]) -> None:
+        if job.done:
+            return
+        job.done = True
+        job.worker.jobs.pop(job.id, None)
+        self.jobs.pop(job.id, None)
+        full = {**result, "id": job.id, "batch": job.batch.id, "run_id": job.batch.run_id}
+        full["worker"] = job.worker.index
+        self.recent.add(full)
+        self.statuses[str(full.get("status"))] += 1
+        job.batch.deliver(full)
+        if job.batch.finished:
+            self.batches.pop(job.batch.id, None)
+        if not self.jobs:
+            self._idle.set()
+
+    # -- views -------------------------------------------------------------------------
+
+    def rollout(self, rollout_id: str) -> dict[str, Any]:
+        """Where a rollout stands: running (on which worker) or finished (its result)."""
+        job = self.jobs.get(rollout_id)
+        if job is not None:
+            return {
+                "id": job.id,
+                "batch": job.batch.id,
+                "state": "running",
+                "worker": job.worker.index,
+                "cancel_requested": job.cancel_requested,
+            }
+        result = self.recent.get(rollout_id)
+        if result is None:
+            raise RolloutNotFoundError(f"no rollout {rollout_id!r} (or it finished long ago)")
+        return {"id": rollout_id, "batch": result["batch"], "state": "finished", "result": result}
+
+    def status(self) -> dict[str, Any]:
+        """The service at a glance (``GET /status``, and the metrics)."""
+        fleet = self.fleet
+        workers = [h.describe() for h in fleet.slots if h is not None]
+        ready = fleet.ready()
+        return {
+            "state": "draining" if self.draining else "running",
+            "workers": workers,
+            "ready_workers": len(ready),
+            "capacity": len(ready) * self.config.max_inflight,
+            "inflight": len(self.jobs),
+            "batches": len(self.batches),
+            "restarts": fleet.restarts,
+            "workers_lost": fleet.lost,
+            "rejected_full": self.rejected,
+            "results": dict(self.statuses),
+            "store": {"backend": self.store.backend, "url": mask_url(self.store.url)},
+        }

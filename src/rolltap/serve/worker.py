@@ -1,0 +1,180 @@
+"""A serve worker process: its own event loop, gateway, model-client pool and runners.
+
+Started by the supervisor as ``python -m rolltap.serve.worker FD``, where ``FD`` is its
+end of a socket pair. The first frame on it is the :class:`WorkerConfig`; the worker
+answers ``ready`` once its gateway listens, then runs each ``submit`` as a job until
+``shutdown`` or until the supervisor goes away (end of stream): then it cancels what
+is left, lets the store flush, and exits. Frames are read for the whole life of the
+process, because on SQLite even the last flush waits for the supervisor's replies.
+
+Signals are the supervisor's business: SIGINT and SIGTERM (a Ctrl-C or a ``kill`` of
+the whole process group) are ignored here, so the supervisor decides how a drain ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+from rolltap.errors import StoreError
+from rolltap.gateway import Gateway, StoreRecorder
+from rolltap.gateway.recorder import SessionStore
+from rolltap.serve.heartbeat import Heartbeat
+from rolltap.serve.jobs import Job, JobFactory
+from rolltap.serve.memory import Trimmer
+from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig
+from rolltap.serve.sink import ShippedStore, StoreRpc
+from rolltap.store import Store
+
+__all__ = ["Worker", "main"]
+
+log = logging.getLogger("rolltap.serve.worker")
+
+
+class Worker:
+    """Runs jobs for the supervisor on the other end of ``channel``."""
+
+    def __init__(self, config: WorkerConfig, channel: Channel) -> None:
+        self.config, self.channel = config, channel
+        self.rpc = StoreRpc(channel)
+        self.jobs: dict[str, Job] = {}
+        self.gateway: Gateway | None = None
+        self._factory: JobFactory | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def run(self) -> None:
+        """Set up, serve until told to stop, then close everything in order."""
+        async with asyncio.TaskGroup() as tasks:
+            receiver = tasks.create_task(self._receive())
+            try:
+                async with AsyncExitStack() as stack:
+                    self._factory = await self._open(stack)
+                    await self._serve()
+            finally:
+                receiver.cancel()
+
+    async def _open(self, stack: AsyncExitStack) -> JobFactory:
+        store: SessionStore
+        if self.config.store_url is not None:
+            store = await stack.enter_async_context(await Store.open(self.config.store_url))
+        else:
+            store = ShippedStore(self.rpc)
+        recorder = await stack.enter_async_context(StoreRecorder(store, final_commit=False))
+        # the worker's gateway listens on ephemeral loopback ports; its admin API is
+        # never used, so it keeps a random admin token nobody is told
+        settings = self.config.gateway.model_copy(update={"port": 0, "admin_token": None})
+        self.gateway = await stack.enter_async_context(
+            Gateway(self.config.endpoints, settings, observers=[recorder])
+        )
+        return JobFactory(self.config, self.gateway, store, recorder)
+
+    async def _serve(self) -> None:
+        trimmer = Trimmer() if self.config.trim else None
+        heartbeat = Heartbeat(
+            self.channel, self.config.stats_interval_s, trimmer=trimmer, snapshot=self.snapshot
+        )
+        async with asyncio.TaskGroup() as group:
+            beats = [
+                group.create_task(heartbeat.beat_forever()),
+                group.create_task(heartbeat.trim_forever()),
+            ]
+            self._group = group
+            await self.channel.send({"type": Msg.READY, "pid": os.getpid()})
+            await self._stopping.wait()
+            for job in list(self.jobs.values()):
+                job.cancel()
+            # keep beating while the last jobs unwind: the supervisor is still watching
+            await self._idle.wait()
+            self._group = None
+            for task in beats:
+                task.cancel()
+
+    async def _receive(self) -> None:
+        while (message := await self.channel.recv()) is not None:
+            kind = message["type"]
+            if kind == Msg.SUBMIT:
+                self._start(message)
+            elif kind == Msg.CANCEL:
+                if (job := self.jobs.get(message["job"])) is not None:
+                    job.cancel()
+            elif kind == Msg.STORE_REPLY:
+                self.rpc.resolve(message)
+            elif kind == Msg.SHUTDOWN:
+                self._stopping.set()
+            else:
+                log.warning("unknown frame %r", kind)
+        # the supervisor is gone: nothing will answer the store or read our results
+        self.rpc.fail_all(StoreError("the supervisor went away"))
+        self._stopping.set()
+
+    def _start(self, message: dict[str, Any]) -> None:
+        if self._group is None or self._factory is None or self._stopping.is_set():
+            log.warning("submit of %s after shutdown: ignored", message.get("job"))
+            return
+        job = self._factory.make(message)
+        self.jobs[job.id] = job
+        self._idle.clear()
+        self._group.create_task(self._run(job))
+
+    async def _run(self, job: Job) -> None:
+        try:
+            result = await job.run()
+        finally:
+            self.jobs.pop(job.id, None)
+            job.store.forget(job.session_id)
+            if not self.jobs:
+                self._idle.set()
+        try:
+            await self.channel.send({"type": Msg.RESULT, "job": job.id, "result": result})
+        except ChannelClosedError:
+            log.warning("result of %s undelivered: the supervisor is gone", job.id)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The worker-side numbers of a heartbeat (the rest are process readings)."""
+        out: dict[str, Any] = {"inflight": len(self.jobs)}
+        if self.gateway is not None:
+            snap = self.gateway.snapshot()
+            out.update(
+                rollouts=snap["rollouts"], intercepts=snap["intercepts"], pool=snap["pool"],
+                servers=snap["servers"], totals=snap["totals"],
+            )  # fmt: skip
+        return out
+
+
+async def _main(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        # a handler, not SIG_IGN: an ignored disposition would be inherited by harness
+        # subprocesses, which must stay killable
+        loop.add_signal_handler(signum, lambda: None)
+    channel = await Channel.over(socket.socket(fileno=fd))
+    try:
+        first = await channel.recv()
+        if first is None or first.get("type") != Msg.CONFIG:
+            raise ChannelClosedError("expected a config frame first")
+        config = WorkerConfig.model_validate(first["config"])
+        logging.basicConfig(
+            level=logging.WARNING, format=f"rolltap worker {config.index}: %(message)s"
+        )
+        await Worker(config, channel).run()
+    finally:
+        await channel.aclose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: ``python -m rolltap.serve.worker FD``."""
+    args = sys.argv[1:] if argv is None else argv
+    asyncio.run(_main(int(args[0])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Serve fixtures: services in front of the simulator, on SQLite unless told otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rolltap.config import EndpointConfig
+from rolltap.serve import ServeConfig, Service
+from rolltap.sim import Simulator
+from serve.servekit import TOKEN, ServiceFactory
+
+
+@pytest.fixture
+async def start_service(sim: Simulator, tmp_path: Path) -> AsyncIterator[ServiceFactory]:
+    """Start services (2 workers, 0.2 s heartbeats, test hooks on); all closed at teardown."""
+    services: list[Service] = []
+
+    async def start(**overrides: Any) -> Service:
+        values: dict[str, Any] = {
+            "workers": 2,
+            "port": 0,
+            "token": TOKEN,
+            "store": f"sqlite:///{tmp_path / 'serve.db'}",
+            "endpoints": [EndpointConfig(base_url=sim.base_url, model="sim-model")],
+            "stats_interval_s": 0.2,
+            "heartbeat_timeout_s": 30.0,
+            "max_inflight": 8,
+            "test_hooks": True,
+        }
+        values.update(overrides)
+        service = Service(ServeConfig(**values), keepalive_s=5.0)
+        await service.start()
+        services.append(service)
+        return service
+
+    yield start
+    for service in services:
+        await service.aclose()

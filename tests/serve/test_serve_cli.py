@@ -1,0 +1,66 @@
+"""``rolltap serve`` as a process: SIGTERM drains, a second SIGTERM cancels, exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from rolltap.errors import ServiceDrainingError
+from rolltap.serve import ServeClient
+from rolltap.sim import Simulator
+from rolltap.store import Store
+from serve.servekit import TOKEN, chat_spec, gated_spec, read_until
+
+HERE = Path(__file__).parent
+CLI = "from rolltap.cli.main import main; main()"
+
+
+async def _serve(sim: Simulator, store: str) -> asyncio.subprocess.Process:
+    env = {**os.environ, "ROLLTAP_SERVE_TOKEN": TOKEN, "PYTHONPATH": str(HERE.parent)}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CLI, "serve", "--endpoint", sim.base_url, "--model", "sim-model",
+        "--workers", "1", "--port", "0", "--store", store, "--stats-interval", "0.2",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+
+
+async def test_sigterm_drains_then_a_second_cancels(sim: Simulator, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    proc = await _serve(sim, url)
+    assert proc.stdout is not None
+    try:
+        line = await read_until(proc.stdout, "rolltap serve: http")
+        match = re.search(r"(http://\S+)", line)
+        assert match, line
+        async with ServeClient(match.group(1), TOKEN) as client:
+            specs = [gated_spec("finishes", "open-later"), gated_spec("stuck", "never")]
+            async with client.batch(specs) as batch:
+                await sim.wait_for(lambda stats: stats.in_flight == 2)
+                proc.send_signal(signal.SIGTERM)
+                await read_until(proc.stdout, "draining")
+                with pytest.raises(ServiceDrainingError):
+                    await client.submit(chat_spec("late"))
+                sim.gate("open-later").open()
+                stream = aiter(batch)
+                first = await anext(stream)
+                proc.send_signal(signal.SIGTERM)
+                rest = [r async for r in stream]
+        out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, out.decode()
+    assert (first.task_id, first.status) == ("finishes", "completed")
+    assert [(r.task_id, r.status) for r in rest] == [("stuck", "cancelled")]
+    assert "drained and stopped" in out.decode()
+    assert TOKEN not in out.decode()
+    async with await Store.open(url) as store:
+        sessions = {s.id: s.status for s in await store.list_sessions(run=batch.run_id)}
+    assert sessions == {first.id: "completed", rest[0].id: "cancelled"}

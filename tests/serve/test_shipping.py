@@ -1,0 +1,64 @@
+"""SQLite workers ship their writes: only new events travel, the supervisor's store writes."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+from rolltap.serve.desk import StoreDesk
+from rolltap.serve.protocol import Channel, Msg
+from rolltap.serve.sink import ShippedStore, StoreRpc
+from rolltap.store import EventKind, EventLog, Store
+
+
+async def _answer(channel: Channel, desk: StoreDesk, frames: list[dict[str, Any]]) -> None:
+    """The supervisor's side: answer every store frame through the desk."""
+    while (message := await channel.recv()) is not None:
+        frames.append(message)
+        reply = await desk.answer(message)
+        if reply is not None:
+            await channel.send(reply)
+
+
+async def _worker_side(rpc: StoreRpc, channel: Channel) -> None:
+    while (message := await channel.recv()) is not None:
+        assert message["type"] == Msg.STORE_REPLY
+        rpc.resolve(message)
+
+
+async def test_commits_ship_only_new_events_and_rewinds_from_the_cut(tmp_path: Path) -> None:
+    left, right = socket.socketpair()
+    worker, supervisor = await Channel.over(left), await Channel.over(right)
+    frames: list[dict[str, Any]] = []
+    async with await Store.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        run = await store.create_run("shipped")
+        rpc = StoreRpc(worker)
+        shipped = ShippedStore(rpc)
+        async with asyncio.TaskGroup() as group:
+            answering = group.create_task(_answer(supervisor, StoreDesk(store), frames))
+            reading = group.create_task(_worker_side(rpc, worker))
+            session = await shipped.create_session(run.id, session_id="s1", task={"k": 1})
+            log = EventLog()
+            for i in range(3):
+                log.append(EventKind.NOTE, {"text": f"n{i}"})
+            await shipped.commit(session.id, log, status="running")
+            log.append(EventKind.NOTE, {"text": "n3"})
+            await shipped.commit(session.id, log)
+            log.truncate(2)
+            log.append(EventKind.NOTE, {"text": "again"})
+            result = await shipped.commit(session.id, log, status="completed", reward=1.0)
+            shipped.forget(session.id)
+            await worker.aclose()
+            await supervisor.aclose()
+            for task in (answering, reading):
+                task.cancel()
+        events = await store.events("s1")
+        info = await store.get_session("s1")
+    commits = [f for f in frames if f["op"] == "commit"]
+    assert [(f["start"], len(f["events"])) for f in commits] == [(0, 3), (3, 1), (2, 1)]
+    assert (result.n_events, result.replaced) == (3, True)
+    assert [e.payload["text"] for e in events] == ["n0", "n1", "again"]
+    assert (info.status, info.reward, info.n_events) == ("completed", 1.0, 3)
+    assert frames[-1]["op"] == "forget"

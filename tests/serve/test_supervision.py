@@ -1,0 +1,123 @@
+"""Supervision: dead and stuck workers are replaced, their rollouts end ``worker_lost``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rolltap.serve import ServeClient
+from rolltap.serve.fleet import Fleet
+from rolltap.serve.memory import Trimmer, readings
+from rolltap.sim import Simulator
+from rolltap.store import Store
+from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec
+from store.conftest import fresh_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def serve_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLite (the supervisor writes) and the server databases (each worker writes)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'serve.db'}"
+        return
+    yield from fresh_database(request.param)
+
+
+def _replaced(index: int, old_pid: int | None) -> Callable[[Fleet], bool]:
+    def check(fleet: Fleet) -> bool:
+        handle = fleet.slots[index]
+        return handle is not None and handle.state == "ready" and handle.pid != old_pid
+
+    return check
+
+
+async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
+    start_service: ServiceFactory, sim: Simulator, serve_store: str
+) -> None:
+    async with await Store.open(serve_store, upgrade=True):
+        pass  # a server database gets its schema, as `rolltap db upgrade` would
+    service = await start_service(store=serve_store)
+    fleet = service.supervisor.fleet
+    async with ServeClient(service.url, TOKEN) as client:
+        async with client.batch([gated_spec(f"t{i}", "hold") for i in range(4)]) as batch:
+            await sim.wait_for(lambda stats: stats.in_flight == 4)
+            placed = {rid: (await client.rollout(rid))["worker"] for rid in batch.rollouts}
+            victim = fleet.slots[0]
+            assert victim is not None and victim.pid is not None
+            os.kill(victim.pid, signal.SIGKILL)
+            stream = aiter(batch)
+            lost = [await anext(stream), await anext(stream)]  # the gate is still shut
+            sim.gate("hold").open()
+            finished = [r async for r in stream]
+        await fleet.wait_until(_replaced(0, victim.pid))
+        again = [r async for r in client.submit_batch([chat_spec(f"n{i}") for i in range(4)])]
+    on_victim = {rid for rid, worker in placed.items() if worker == 0}
+    assert len(on_victim) == 2
+    assert {r.id for r in lost} == on_victim
+    assert {r.status for r in lost} == {"worker_lost"}
+    assert all("SIGKILL" in (r.error or "") or "-9" in (r.error or "") for r in lost)
+    assert {r.status for r in finished} == {"completed"}
+    assert {(r.status, r.worker) for r in again} == {("completed", 0), ("completed", 1)}
+    async with await Store.open(serve_store) as store:
+        for result in lost + finished:
+            session = await store.get_session(result.id)
+            events = await store.events(result.id)
+            assert session.status == result.status, result
+            assert (events[-1].kind, events[-1].payload["status"]) == ("status", result.status)
+
+
+async def test_a_blocked_loop_misses_its_heartbeat_and_is_replaced(
+    start_service: ServiceFactory,
+) -> None:
+    service = await start_service(heartbeat_timeout_s=2.0)
+    fleet = service.supervisor.fleet
+    before = [handle.pid for handle in fleet.ready()]
+    async with ServeClient(service.url, TOKEN) as client:
+        stuck = await client.submit(chat_spec("stuck", block_loop_s=600.0))
+        assert stuck.worker is not None
+        await fleet.wait_until(_replaced(stuck.worker, before[stuck.worker]))
+        after = await client.submit(chat_spec("after"))
+    assert stuck.status == "worker_lost"
+    assert "missed its heartbeat" in (stuck.error or "")
+    assert after.status == "completed"
+    assert fleet.restarts == 1
+
+
+async def test_trim_runs_on_a_thread_that_is_not_the_loops() -> None:
+    trimmer = Trimmer()
+    report = await trimmer.trim()
+    assert report.loop_thread == threading.get_ident()
+    assert report.thread != report.loop_thread
+    assert readings().rss > 0
+
+
+async def test_heartbeats_report_stats_and_trims_off_the_loop(
+    start_service: ServiceFactory,
+) -> None:
+    service = await start_service(workers=1)
+    fleet = service.supervisor.fleet
+
+    def trimmed(fleet: Fleet) -> bool:
+        handle = fleet.slots[0]
+        return handle is not None and "thread" in handle.stats.get("trim", {})
+
+    await fleet.wait_until(trimmed)
+    handle = fleet.slots[0]
+    assert handle is not None
+    stats = handle.stats
+    trim = stats["trim"]
+    if not trim["available"]:
+        pytest.skip("no malloc_trim in this C library")
+    assert trim["thread"] != trim["loop_thread"]
+    assert trim["count"] >= 1
+    assert stats["pid"] == handle.pid
+    assert stats["rss"] > 0 and stats["threads"] >= 1 and stats["open_files"] > 0
+    assert stats["sockets"] >= 2  # the supervisor channel and the gateway's listener
+    assert (stats["inflight"], stats["intercepts"]) == (0, 0)
+    assert stats["pool"]["max_clients"] == 64
+    assert stats["loop_lag_ms"] >= 0
