@@ -7,6 +7,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from rolltap.sim.vocab import VOCAB
+
 USER: list[dict[str, Any]] = [{"role": "user", "content": "Say something."}]
 
 
@@ -59,3 +61,18 @@ async def read_named_events(
             events.append((name, line[len(b"data: ") :].rstrip(b"\n")))
             name = ""
     return events
+
+
+def prompt_ids(text: str = "<|im_start|>user\nSay something.<|im_end|>\n") -> list[int]:
+    """A token-id prompt in the simulator's vocabulary."""
+    return VOCAB.encode(text)
+
+
+def completions_body(**extra: Any) -> dict[str, Any]:
+    """A minimal token-id ``/v1/completions`` request body."""
+    return {"model": "m", "prompt": prompt_ids(), **extra}
+
+
+def llamacpp_body(**extra: Any) -> dict[str, Any]:
+    """A minimal llama.cpp ``/completion`` request body (the same prompt)."""
+    return {"prompt": prompt_ids(), **extra}

@@ -11,13 +11,22 @@ import orjson
 import pytest
 
 from rolltap.sim import SimConfig, Simulator
-from sim.simkit import chat_body, messages_body, read_named_events, responses_body
+from sim.simkit import (
+    chat_body,
+    completions_body,
+    llamacpp_body,
+    messages_body,
+    read_named_events,
+    responses_body,
+)
 
 Body = Callable[..., dict[str, Any]]
 ROUTES: dict[str, tuple[str, Body]] = {
     "chat": ("/v1/chat/completions", chat_body),
     "messages": ("/v1/messages", messages_body),
     "responses": ("/v1/responses", responses_body),
+    "completions": ("/v1/completions", completions_body),
+    "llamacpp": ("/completion", llamacpp_body),
 }
 
 
@@ -130,4 +139,4 @@ async def test_every_model_route_counts_and_others_do_not(
         assert (await resp.json())["type"] == "error"
     async with session.get(sim.url + "/health") as resp:
         assert resp.status == 200
-    assert (sim.stats.requests, sim.stats.completed) == (3, 3)
+    assert (sim.stats.requests, sim.stats.completed) == (len(ROUTES), len(ROUTES))

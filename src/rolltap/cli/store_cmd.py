@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 import typer
@@ -18,6 +18,8 @@ from rolltap.cli.common import console, err_console, run_async
 from rolltap.cli.eval_cmd import compare_command
 from rolltap.store import Store, resolve_store_url, upgrade
 from rolltap.store.models import RunInfo, SessionInfo
+from rolltap.store.reader import reading
+from rolltap.store.token_export import TokenExport, export_tokens
 from rolltap.store.transcript import describe
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url
 
@@ -117,16 +119,40 @@ def sessions_export(
     store: StoreOpt = None,
     run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
     session: Annotated[str | None, typer.Option("--session", help="Only this session.")] = None,
+    fmt: Annotated[
+        Literal["jsonl", "tokens"],
+        typer.Option(
+            "--format",
+            help="jsonl: sessions with their events (re-importable); tokens: one training "
+            "sequence per rollout from its token records (docs/training-export.md).",
+        ),
+    ] = "jsonl",
 ) -> None:
-    """Export sessions as JSONL: one session per line with its events, forks resolved."""
+    """Export sessions as JSONL: one session per line with its events, forks resolved.
+
+    With --format tokens: one training sequence per rollout that has token records,
+    others skipped (counted on stderr).
+    """
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
             dest = sys.stdout.buffer if output == "-" else Path(output)
+            if fmt == "tokens":
+                async with reading(opened.engine) as conn:
+                    _report_tokens(await export_tokens(conn, dest, run=run, session=session))
+                return
             count = await opened.export_jsonl(dest, run=run, session=session)
         err_console.print(f"exported {count} session(s)")
 
     run_async(main())
+
+
+def _report_tokens(result: TokenExport) -> None:
+    err_console.print(f"exported {result.exported} rollout(s)")
+    if result.without_tokens:
+        err_console.print(f"skipped {len(result.without_tokens)} session(s) without token records")
+    for session_id, why in result.malformed.items():
+        err_console.print(f"skipped session {session_id}: {why}", markup=False, highlight=False)
 
 
 def sessions_import(

@@ -2,8 +2,9 @@
 
 It speaks OpenAI chat completions, OpenAI Responses and Anthropic Messages, each on its
 own route (see :class:`Simulator`), independently of rolltap's own dialect translators so
-that tests of those translators are not circular. Used by tests and benchmarks for speed,
-load and faults::
+that tests of those translators are not circular; and completions over token ids of a toy
+vocabulary (:mod:`rolltap.sim.vocab`), as vLLM and llama.cpp serve them, for token clients.
+Used by tests and benchmarks for speed, load and faults::
 
     async with Simulator(SimConfig(seed=1, faults=("status=429@0.1",))) as sim:
         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")

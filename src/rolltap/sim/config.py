@@ -138,6 +138,9 @@ class SimConfig(BaseModel):
     completion_tokens: int = Field(default=16, ge=0)
     faults: tuple[FaultSpec, ...] = ()
     model: str = "sim-model"
+    #: the token routes answer with a ``<tool_call>`` when the prompt ids hold this
+    #: token (see :mod:`rolltap.sim.completions_in`); ``None`` never calls a tool
+    tool_marker: str | None = "<tools>"
 
     @field_validator("faults", mode="before")
     @classmethod
@@ -146,4 +149,14 @@ class SimConfig(BaseModel):
             return (parse_fault(value),)
         if isinstance(value, list | tuple):
             return tuple(parse_fault(v) if isinstance(v, str) else v for v in value)
+        return value
+
+    @field_validator("tool_marker")
+    @classmethod
+    def _check_marker(cls, value: str | None) -> str | None:
+        # Imported here: the vocabulary imports the content module, which imports this one.
+        from rolltap.sim.vocab import VOCAB
+
+        if value is not None and VOCAB.id_of(value) is None:
+            raise ValueError(f"tool_marker {value!r} is not a token of the simulator's vocabulary")
         return value

@@ -1,6 +1,7 @@
-"""The :class:`Simulator`: an aiohttp low-level server speaking three model APIs.
+"""The :class:`Simulator`: an aiohttp low-level server speaking several model APIs.
 
-OpenAI chat completions, Anthropic Messages and OpenAI Responses, told apart by route.
+OpenAI chat completions, Anthropic Messages, OpenAI Responses, and token-id completions
+(vLLM's ``/v1/completions``, llama.cpp's ``/completion``), told apart by route.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import orjson
 from aiohttp import web
 
 from rolltap.sim.chat import CHAT
+from rolltap.sim.completions import COMPLETIONS
 from rolltap.sim.config import SimConfig
 from rolltap.sim.handler import Handler
+from rolltap.sim.llamacpp import LLAMACPP
 from rolltap.sim.messages import COUNT_TOKENS, MESSAGES
 from rolltap.sim.plan import Dialect
 from rolltap.sim.responses import RESPONSES
@@ -34,6 +37,8 @@ _ROUTES: dict[str, Dialect] = {
     "/v1/messages": MESSAGES,
     "/v1/messages/count_tokens": COUNT_TOKENS,
     "/v1/responses": RESPONSES,
+    "/v1/completions": COMPLETIONS,
+    "/completion": LLAMACPP,
 }
 
 
@@ -50,13 +55,29 @@ class Simulator:
     ``POST /v1/messages``                 Anthropic Messages (stream and not, tools,
                                           ``stop_sequences``), errors in Anthropic's shape
     ``POST /v1/messages/count_tokens``    Anthropic token counting: ``{"input_tokens": N}``
+    ``POST /v1/completions``              completions over token ids as vLLM serves them
+                                          (stream and not, ``logprobs``,
+                                          ``return_tokens_as_token_ids``,
+                                          ``return_token_ids``, ``stop``)
+    ``POST /completion``                  llama.cpp's native completion (token ids,
+                                          ``n_predict``, ``n_probs``, ``return_tokens``)
     ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
     ====================================  ====================================================
 
     OpenAI SDKs take ``base_url=sim.base_url`` (``…/v1``); the Anthropic SDK appends
-    ``/v1/messages`` itself, so it takes ``base_url=sim.url``. Every route answers the
-    same conversation with the same words, tool call and token counts (see
-    :mod:`rolltap.sim.content`), and shares the latency model, faults and gates.
+    ``/v1/messages`` itself, so it takes ``base_url=sim.url``. Every conversation route
+    answers the same conversation with the same words, tool call and token counts (see
+    :mod:`rolltap.sim.content`); all routes share the latency model, faults and gates.
+
+    The token routes take prompts as ids of the simulator's toy vocabulary
+    (:data:`rolltap.sim.vocab.VOCAB`: its 150 words, each also space-prefixed, ChatML-style
+    special tokens and 256 byte tokens; ``VOCAB.encode``/``decode`` are lossless) and
+    answer ids of it, words drawn from a RNG seeded by the prompt ids, then the
+    end-of-sequence id ``<|im_end|>``. When the prompt ids hold
+    :attr:`SimConfig.tool_marker` (default ``<tools>``) with no ``<tool_response>`` after
+    it, the answer is a Hermes/Qwen-style tool call instead,
+    ``<tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>``, naming the first tool
+    listed as JSON after the marker (see :mod:`rolltap.sim.completions_in`).
 
     Every response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of
     the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``).

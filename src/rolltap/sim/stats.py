@@ -13,7 +13,8 @@ __all__ = ["Gate", "SimStats", "StatsBoard"]
 @dataclass
 class SimStats:
     """Live counters of a :class:`~rolltap.sim.Simulator`'s model requests (chat
-    completions, Responses, Messages and count_tokens; not ``/v1/models`` or ``/health``).
+    completions, Responses, Messages, count_tokens and the token completion routes; not
+    ``/v1/models`` or ``/health``).
 
     ``completed`` counts responses written in full (error statuses included);
     ``disconnected`` counts requests whose client went away before that; a ``drop`` or

@@ -22,7 +22,7 @@ from rolltap.store.models import RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.reader import fetch_run, fetch_session, iter_event_rows, list_sessions
 from rolltap.store.serialize import event_json, event_rows
 
-__all__ = ["export_jsonl", "read_jsonl"]
+__all__ = ["export_jsonl", "iter_sessions", "read_jsonl"]
 
 _PAGE = 200
 
@@ -39,9 +39,10 @@ def _opened(target: str | Path | IO[bytes], mode: str) -> Iterator[IO[bytes]]:
         yield target
 
 
-async def _sessions(
+async def iter_sessions(
     conn: AsyncConnection, run: str | None, session: str | None
 ) -> AsyncIterator[SessionInfo]:
+    """The sessions of an export, paged: just ``session``, else ``run``'s, else all."""
     if session is not None:
         yield await fetch_session(conn, session)
         return
@@ -64,7 +65,7 @@ async def export_jsonl(
     runs: dict[str, dict[str, Any]] = {}
     count = 0
     with _opened(dest, "wb") as out:
-        async for info in _sessions(conn, run, session):
+        async for info in iter_sessions(conn, run, session):
             if info.run_id not in runs:
                 r = await fetch_run(conn, info.run_id)
                 runs[info.run_id] = {

@@ -1,0 +1,202 @@
+"""Token-level answers for the token routes (``/v1/completions``, llama.cpp's ``/completion``).
+
+A request is reduced to a :class:`TokenPrompt` (prompt ids in :data:`~rolltap.sim.vocab.VOCAB`
+and the sampling settings) and answered with a :class:`TokenAnswer`, a pure function of
+the prompt ids, the settings and :attr:`SimConfig.seed`:
+
+* **Text**: ``completion_tokens`` words drawn from a RNG seeded by the prompt ids (a word,
+  then space-prefixed words: one id each), then the end-of-sequence id ``<|im_end|>``.
+* **Tool call**: when the prompt holds :attr:`SimConfig.tool_marker` (default ``<tools>``)
+  and no ``<tool_response>`` follows its last occurrence, the completion is
+  ``<tool_call>\\n{"name": N, "arguments": A}\\n</tool_call>`` then ``<|im_end|>``. N and
+  the parameters' schema come from the first JSON line after the marker that names a
+  tool (``{"name": …}`` or ``{"type": "function", "function": {…}}``, as Qwen/Hermes
+  chat templates list tools between ``<tools>`` and ``</tools>``); A is built from that
+  schema like the chat route's arguments. Without one: ``"tool"`` and ``{}``.
+* **Stop strings** end the text before the first one found (the ids keep the token that
+  completed it; ``stop_reason`` names it). **max_tokens** caps the ids, the end-of-sequence
+  id included, and then the finish reason is ``length``.
+* **Logprobs**: one per completion id, drawn from a second seeded RNG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from rolltap.sim.config import SimConfig
+from rolltap.sim.content import WORDS, BadRequest, tool_arguments
+from rolltap.sim.vocab import VOCAB
+
+__all__ = [
+    "MAX_LOGPROBS",
+    "TokenAnswer",
+    "TokenPrompt",
+    "answer_tokens",
+    "prompt_ids",
+    "stop_strings",
+    "text_pieces",
+]
+
+#: the most top logprobs a request may ask for (vLLM's default ``max_logprobs``)
+MAX_LOGPROBS = 20
+(_TOOL_RESPONSE,) = VOCAB.encode("<tool_response>")
+(_TOOLS_END,) = VOCAB.encode("</tools>")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenPrompt:
+    """A token-route request reduced to what its answer depends on."""
+
+    model: str
+    ids: tuple[int, ...]
+    #: the request's cap on completion tokens (``None``: the configured length + EOS)
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAnswer:
+    """What the simulated model generates for one :class:`TokenPrompt`."""
+
+    model: str
+    prompt_ids: tuple[int, ...]
+    #: the sampled ids, the end-of-sequence id included when generation ended naturally
+    ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    #: the completion text: control tokens left out, cut before a stop string
+    text: str
+    finish: Literal["stop", "length"]
+    #: the stop string that ended the text, if one did
+    stop_reason: str | None
+
+
+def prompt_ids(prompt: Any, field: str = "prompt") -> tuple[int, ...]:
+    """The token ids of a request's prompt: a list of ids, a string (encoded), or a
+    one-element list of either. Raises :class:`BadRequest` naming ``field``."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        ids = tuple(VOCAB.encode(prompt))
+    elif isinstance(prompt, list) and all(type(i) is int for i in prompt):
+        ids = tuple(prompt)
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
+        raise BadRequest(f"{field}: the simulator takes one prompt per request")
+    else:
+        raise BadRequest(f"{field}: required, a string or a list of token ids")
+    if not ids:
+        raise BadRequest(f"{field}: must not be empty")
+    bad = next((i for i in ids if not 0 <= i < len(VOCAB)), None)
+    if bad is not None:
+        raise BadRequest(f"{field}: token id {bad} is out of the vocabulary (0..{len(VOCAB) - 1})")
+    return ids
+
+
+def stop_strings(value: Any, field: str = "stop") -> tuple[str, ...]:
+    """A request's stop strings: a string, a list of strings, or nothing."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return tuple(value)
+    raise BadRequest(f"{field}: expected a string or a list of strings")
+
+
+def text_pieces(answer: TokenAnswer) -> list[str]:
+    """The text each completion id adds, in order; the pieces join to ``answer.text``.
+
+    A character split over byte tokens belongs to the piece of its last byte, control
+    tokens add nothing, and a stop string empties the pieces from where it starts.
+    """
+    decoder = VOCAB.decoder()
+    raw = [decoder.decode([token_id]) for token_id in answer.ids]
+    if raw:
+        raw[-1] += decoder.decode([], final=True)
+    pieces, left = [], len(answer.text)
+    for piece in raw:
+        pieces.append(piece[:left])
+        left -= len(pieces[-1])
+    return pieces
+
+
+def _rng(seed: int, what: str, ids: tuple[int, ...]) -> random.Random:
+    digest = hashlib.sha256(orjson.dumps(ids)).hexdigest()
+    return random.Random(f"{seed}:{what}:{digest}")
+
+
+def _wants_tool(ids: tuple[int, ...], config: SimConfig) -> int | None:
+    """The index of the marker that asks for a tool call, if the prompt asks for one."""
+    marker = VOCAB.id_of(config.tool_marker) if config.tool_marker is not None else None
+    if marker is None or marker not in ids:
+        return None
+    last = len(ids) - 1 - ids[::-1].index(marker)
+    return None if _TOOL_RESPONSE in ids[last:] else last
+
+
+def _tool_listed(ids: tuple[int, ...]) -> tuple[str, Any]:
+    """The name and parameter schema of the first tool listed in ``ids``."""
+    end = ids.index(_TOOLS_END) if _TOOLS_END in ids else len(ids)
+    for line in VOCAB.decode(ids[:end]).splitlines():
+        try:
+            listed = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        function = listed.get("function", listed) if isinstance(listed, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(function, dict) and isinstance(name, str) and name:
+            return name, function.get("parameters")
+    return "tool", None
+
+
+def _content(prompt: TokenPrompt, config: SimConfig) -> list[int]:
+    marker = _wants_tool(prompt.ids, config)
+    if marker is not None:
+        name, parameters = _tool_listed(prompt.ids[marker + 1 :])
+        call = {"name": name, "arguments": orjson.loads(tool_arguments(parameters))}
+        # json, not orjson: spaced like a model writes it (``{"name": "f", …}``)
+        text = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        return [*VOCAB.encode(text), VOCAB.eos]
+    rng = _rng(config.seed, "words", prompt.ids)
+    words = [rng.choice(WORDS) for _ in range(config.completion_tokens)]
+    # Whole words encode to one id each: a word, then space-prefixed words.
+    return [*VOCAB.encode(" ".join(words)), VOCAB.eos]
+
+
+def _cut_at_stop(ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], str, str | None]:
+    """(ids up to the token completing the first stop string, the text before it, it)."""
+    if not any(stops):
+        return ids, VOCAB.decode(ids), None
+    decoder = VOCAB.decoder()
+    text = ""
+    for n, token_id in enumerate(ids, 1):
+        text += decoder.decode([token_id])
+        hits = [(text.find(s), s) for s in stops if s and s in text]
+        if hits:
+            at, stop = min(hits)
+            return ids[:n], text[:at], stop
+    return ids, text + decoder.decode([], final=True), None
+
+
+def answer_tokens(prompt: TokenPrompt, config: SimConfig) -> TokenAnswer:
+    """The deterministic answer to a token-route request."""
+    ids = _content(prompt, config)
+    if prompt.max_tokens is not None:
+        ids = ids[: prompt.max_tokens]
+    ids, text, stop = _cut_at_stop(ids, prompt.stop)
+    natural = stop is None and bool(ids) and ids[-1] == VOCAB.eos
+    rng = _rng(config.seed, "logprobs", prompt.ids)
+    return TokenAnswer(
+        model=prompt.model,
+        prompt_ids=prompt.ids,
+        ids=tuple(ids),
+        logprobs=tuple(-round(rng.random() * 2.0, 4) for _ in ids),
+        text=text,
+        finish="stop" if natural or stop is not None else "length",
+        stop_reason=stop,
+    )

@@ -1,0 +1,270 @@
+"""Training export: one JSON line per rollout with its token sequence, loss mask and logprobs.
+
+Built from the ``tokens`` records a token client adds to ``model_response`` events (see
+``docs/events.md``, "Token records"); the line format is ``rolltap.tokens`` version
+:data:`TOKENS_VERSION`, documented in ``docs/training-export.md``. A turn rendered with
+``"extend"`` continues the current sequence (its prompt must start with it); one rendered
+``"full"`` (history rewritten) starts a new segment. Sessions are read one at a time, so
+memory is bounded by the largest rollout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from rolltap.store.errors import StoreValidationError
+from rolltap.store.events import EventKind
+from rolltap.store.export import iter_sessions
+from rolltap.store.models import SessionInfo
+from rolltap.store.reader import fetch_run, iter_event_rows
+
+__all__ = [
+    "RENDERS",
+    "TOKENS_FORMAT",
+    "TOKENS_VERSION",
+    "Segment",
+    "TokenExport",
+    "TokenRecordError",
+    "TokenTurn",
+    "assemble",
+    "export_tokens",
+    "rollout_line",
+    "token_turn",
+]
+
+TOKENS_FORMAT = "rolltap.tokens"
+TOKENS_VERSION = 1
+#: how a turn's prompt relates to the sequence before it
+RENDERS = ("extend", "full")
+_NAMED = 10  # sessions named in the "none qualify" error
+
+
+class TokenRecordError(ValueError):
+    """A ``model_response`` event's ``tokens`` record does not follow the contract."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTurn:
+    """One model call's token record: the ``tokens`` object of its ``model_response``."""
+
+    seq: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    #: one per completion id (``None`` where the upstream gave none); ``None``: no logprobs
+    completion_logprobs: list[float | None] | None
+    render: str
+
+
+def _ids(record: Mapping[str, Any], name: str) -> list[int]:
+    value = record.get(name)
+    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
+        raise TokenRecordError(f"{name} must be a list of non-negative integers")
+    return value
+
+
+def _logprobs(record: Mapping[str, Any], count: int) -> list[float | None] | None:
+    value = record.get("completion_logprobs")
+    if value is None:
+        return None
+    numbers = isinstance(value, list) and all(
+        lp is None or (isinstance(lp, int | float) and not isinstance(lp, bool)) for lp in value
+    )
+    if not numbers or len(value) != count:
+        raise TokenRecordError("completion_logprobs must hold one number (or null) per id")
+    return [None if lp is None else float(lp) for lp in value]
+
+
+def token_turn(seq: int, payload: Mapping[str, Any]) -> TokenTurn | None:
+    """The token record of a ``model_response`` payload; ``None`` when it has none.
+
+    Raises :class:`TokenRecordError` for a record that breaks the contract.
+    """
+    record = payload.get("tokens")
+    if record is None:
+        return None
+    if not isinstance(record, Mapping):
+        raise TokenRecordError("tokens must be an object")
+    completion = _ids(record, "completion_ids")
+    render = record.get("render")
+    if render not in RENDERS:
+        raise TokenRecordError(f"render must be one of {', '.join(RENDERS)}, not {render!r}")
+    return TokenTurn(
+        seq=seq,
+        prompt_ids=_ids(record, "prompt_ids"),
+        completion_ids=completion,
+        completion_logprobs=_logprobs(record, len(completion)),
+        render=str(render),
+    )
+
+
+@dataclass(slots=True)
+class Segment:
+    """One training sequence: ids, ``1`` where the model sampled them, their logprobs."""
+
+    tokens: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+
+    def add(self, turn: TokenTurn) -> None:
+        """Append the part of ``turn``'s prompt not yet in the sequence, then its completion."""
+        prompt = turn.prompt_ids[len(self.tokens) :]
+        completion = turn.completion_ids
+        sampled = turn.completion_logprobs or [None] * len(completion)
+        self.tokens += prompt + completion
+        self.loss_mask += [0] * len(prompt) + [1] * len(completion)
+        self.logprobs += [None] * len(prompt) + sampled
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
+
+
+def assemble(turns: list[TokenTurn]) -> tuple[list[Segment], list[int], list[str]]:
+    """(segments, each turn's segment index, warnings) of a rollout's turns, in order."""
+    segments: list[Segment] = []
+    placed: list[int] = []
+    warnings: list[str] = []
+    for number, turn in enumerate(turns):
+        current = segments[-1] if segments else None
+        extends = current is not None and turn.prompt_ids[: len(current.tokens)] == current.tokens
+        if turn.render == "extend" and current is not None and not extends:
+            # Trusting the claim would train on a sequence the model never saw.
+            warnings.append(
+                f"turn {number} (event {turn.seq}) is marked extend but its prompt does not "
+                "start with the sequence so far; it starts a new segment"
+            )
+        if current is None or turn.render == "full" or not extends:
+            current = Segment()
+            segments.append(current)
+        current.add(turn)
+        placed.append(len(segments) - 1)
+    return segments, placed, warnings
+
+
+def rollout_line(info: SessionInfo, run_name: str | None, turns: list[TokenTurn]) -> dict[str, Any]:
+    """The ``rolltap.tokens`` line of one rollout (see ``docs/training-export.md``)."""
+    segments, placed, warnings = assemble(turns)
+    single = segments[0] if len(segments) == 1 else None
+    forked = {"session": info.parent_id, "at": info.fork_at} if info.parent_id else None
+    return {
+        "format": TOKENS_FORMAT,
+        "version": TOKENS_VERSION,
+        "session_id": info.id,
+        "run_id": info.run_id,
+        "task": info.task,
+        "reward": info.reward,
+        "status": info.status,
+        "turns": [
+            {
+                "seq": turn.seq,
+                "segment": segment,
+                "prompt_ids": turn.prompt_ids,
+                "completion_ids": turn.completion_ids,
+                "completion_logprobs": turn.completion_logprobs,
+                "prompt_reuse": turn.render,
+            }
+            for turn, segment in zip(turns, placed, strict=True)
+        ],
+        "segments": [s.to_dict() for s in segments],
+        "tokens": single.tokens if single else None,
+        "loss_mask": single.loss_mask if single else None,
+        "logprobs": single.logprobs if single else None,
+        "metadata": {
+            "user": info.user,
+            "run_name": run_name,
+            "created_at": info.created_at,
+            "updated_at": info.updated_at,
+            "forked_from": forked,
+            "warnings": warnings,
+        },
+    }
+
+
+@dataclass(slots=True)
+class TokenExport:
+    """What :func:`export_tokens` did: rollouts written, and the sessions it skipped."""
+
+    exported: int = 0
+    #: sessions with no token records at all
+    without_tokens: list[str] = field(default_factory=list)
+    #: sessions skipped for a malformed record: id → what is wrong (and in which event)
+    malformed: dict[str, str] = field(default_factory=dict)
+
+
+class _LazyFile:
+    """Opens a path on the first write, so an export that writes nothing creates no file."""
+
+    def __init__(self, dest: str | Path | IO[bytes], stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._path: str | Path | None = None
+        self._out: IO[bytes] | None = None
+        if isinstance(dest, str | Path):
+            self._path = dest
+        else:
+            self._out = dest
+
+    def write(self, data: bytes) -> None:
+        if self._out is None and self._path is not None:
+            try:
+                self._out = self._stack.enter_context(open(self._path, "wb"))  # noqa: SIM115
+            except OSError as exc:
+                raise StoreValidationError(f"cannot open {self._path}: {exc.strerror}") from exc
+        if self._out is not None:
+            self._out.write(data)
+
+
+async def _turns(conn: AsyncConnection, info: SessionInfo) -> list[TokenTurn]:
+    turns = []
+    async for seq, kind, _ts, payload in iter_event_rows(conn, info):
+        if kind != EventKind.MODEL_RESPONSE:
+            continue  # only responses carry token records: skip parsing the rest
+        try:
+            turn = token_turn(seq, orjson.loads(payload))
+        except TokenRecordError as exc:
+            raise TokenRecordError(f"event {seq}: {exc}") from None
+        if turn is not None:
+            turns.append(turn)
+    return turns
+
+
+async def export_tokens(
+    conn: AsyncConnection, dest: str | Path | IO[bytes], *, run: str | None, session: str | None
+) -> TokenExport:
+    """Write a ``rolltap.tokens`` line per session (all, ``run``'s, or ``session``) that has
+    token records; sessions without are skipped and listed in the result.
+
+    Raises :class:`StoreValidationError` naming the sessions when there were some and none
+    had token records (no file is created then).
+    """
+    if run is not None:
+        await fetch_run(conn, run)  # StoreNotFoundError for an unknown run
+    names: dict[str, str | None] = {}
+    result = TokenExport()
+    with contextlib.ExitStack() as stack:
+        out = _LazyFile(dest, stack)
+        async for info in iter_sessions(conn, run, session):
+            try:
+                turns = await _turns(conn, info)
+            except TokenRecordError as exc:
+                result.malformed[info.id] = str(exc)
+                continue
+            if not turns:
+                result.without_tokens.append(info.id)
+                continue
+            if info.run_id not in names:
+                names[info.run_id] = (await fetch_run(conn, info.run_id)).name
+            out.write(orjson.dumps(rollout_line(info, names[info.run_id], turns)) + b"\n")
+            result.exported += 1
+    skipped = result.without_tokens + [f"{k} ({why})" for k, why in result.malformed.items()]
+    if not result.exported and skipped:
+        listed = ", ".join(skipped[:_NAMED])
+        if len(skipped) > _NAMED:
+            listed += f" and {len(skipped) - _NAMED} more"
+        raise StoreValidationError(f"no session has token records to export: {listed}")
+    return result

@@ -1,0 +1,195 @@
+"""``rolltap sessions export --format tokens``: token records to training sequences."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from rolltap.cli.main import register_commands
+from rolltap.store import EventLog, SessionInfo, Store, StoreNotFoundError, StoreValidationError
+from rolltap.store.reader import reading
+from rolltap.store.token_export import TokenExport, export_tokens
+
+# Three turns of one conversation: each prompt extends the previous prompt + completion.
+P1, C1, L1 = [1, 2, 3], [10, 11], [-0.5, -0.25]
+P2, C2, L2 = [*P1, *C1, 4, 5], [12], [-1.0]
+P3, C3, L3 = [*P2, *C2, 6], [13, 14, 15], [-0.1, -0.2, -0.3]
+
+
+def _response(prompt: list[int], completion: list[int], logprobs: Any, render: str) -> Any:
+    tokens = {"prompt_ids": prompt, "completion_ids": completion, "render": render}
+    if logprobs is not None:
+        tokens["completion_logprobs"] = logprobs
+    return {"intercept_id": "ic", "status": 200, "stream": False, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "…"}, "usage": None, "timing": {},
+            "tokens": tokens}  # fmt: skip
+
+
+def _log(*turns: tuple[list[int], list[int], Any, str]) -> EventLog:
+    log = EventLog()
+    log.append("status", {"status": "running"})
+    for turn in turns:
+        log.append("model_request", {"intercept_id": "ic", "messages": []})
+        log.append("model_response", _response(*turn))
+    log.append("reward", {"reward": 1.0})
+    return log
+
+
+async def _session(store: Store, run_id: str, sid: str, log: EventLog) -> SessionInfo:
+    await store.create_session(run_id, session_id=sid, user="ana", task={"q": sid})
+    await store.commit(sid, log, status="completed", reward=0.5)
+    return await store.get_session(sid)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with await Store.open(f"sqlite:///{tmp_path / 'store.db'}") as opened:
+        yield opened
+
+
+async def _export(store: Store, **where: str | None) -> tuple[list[Any], TokenExport]:
+    out = io.BytesIO()
+    async with reading(store.engine) as conn:
+        result = await export_tokens(conn, out, run=where.get("run"), session=where.get("session"))
+    return [orjson.loads(line) for line in out.getvalue().splitlines()], result
+
+
+def _turn(seq: int, segment: int, p: list[int], c: list[int], lp: Any, reuse: str) -> Any:
+    return {"seq": seq, "segment": segment, "prompt_ids": p, "completion_ids": c,
+            "completion_logprobs": lp, "prompt_reuse": reuse}  # fmt: skip
+
+
+async def test_extending_turns_make_one_sequence(store: Store) -> None:
+    run = await store.create_run("train")
+    log = _log((P1, C1, L1, "full"), (P2, C2, L2, "extend"), (P3, C3, L3, "extend"))
+    info = await _session(store, run.id, "s1", log)
+    (line,), result = await _export(store)
+    assert result == TokenExport(exported=1)
+    sequence = {
+        "tokens": [*P3, *C3],
+        "loss_mask": [0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1],
+        "logprobs": [None] * 3 + L1 + [None] * 2 + L2 + [None] + L3,
+    }
+    assert line == {
+        "format": "rolltap.tokens",
+        "version": 1,
+        "session_id": "s1",
+        "run_id": run.id,
+        "task": {"q": "s1"},
+        "reward": 0.5,
+        "status": "completed",
+        "turns": [
+            _turn(2, 0, P1, C1, L1, "full"),
+            _turn(4, 0, P2, C2, L2, "extend"),
+            _turn(6, 0, P3, C3, L3, "extend"),
+        ],
+        "segments": [sequence],
+        **sequence,
+        "metadata": {
+            "user": "ana",
+            "run_name": "train",
+            "created_at": info.created_at,
+            "updated_at": info.updated_at,
+            "forked_from": None,
+            "warnings": [],
+        },
+    }
+
+
+async def test_rewritten_history_starts_a_new_segment(store: Store) -> None:
+    run = await store.create_run()
+    rewritten = [1, 2, 9]  # the harness dropped a message: not a prefix extension
+    log = _log((P1, C1, None, "full"), (P2, C2, L2, "extend"), (rewritten, [20], [-2.0], "full"))
+    await _session(store, run.id, "s1", log)
+    (line,), _ = await _export(store)
+    assert line["segments"] == [
+        {
+            "tokens": [*P2, *C2],
+            "loss_mask": [0, 0, 0, 1, 1, 0, 0, 1],
+            "logprobs": [None] * 5 + [None, None] + L2,  # the first turn had no logprobs
+        },
+        {"tokens": [1, 2, 9, 20], "loss_mask": [0, 0, 0, 1], "logprobs": [None] * 3 + [-2.0]},
+    ]
+    assert [t["segment"] for t in line["turns"]] == [0, 0, 1]
+    assert [t["prompt_reuse"] for t in line["turns"]] == ["full", "extend", "full"]
+    assert (line["tokens"], line["loss_mask"], line["logprobs"]) == (None, None, None)
+    assert line["metadata"]["warnings"] == []
+
+
+async def test_a_false_extend_claim_is_caught(store: Store) -> None:
+    run = await store.create_run()
+    await _session(store, run.id, "s1", _log((P1, C1, L1, "full"), ([7, 8], [9], [-1], "extend")))
+    (line,), _ = await _export(store)
+    assert [s["tokens"] for s in line["segments"]] == [[*P1, *C1], [7, 8, 9]]
+    assert line["turns"][1]["prompt_reuse"] == "extend"
+    (warning,) = line["metadata"]["warnings"]
+    assert "turn 1 (event 4) is marked extend" in warning
+
+
+async def test_sessions_without_or_with_bad_records_are_skipped(store: Store) -> None:
+    run = await store.create_run()
+    await _session(store, run.id, "a-tokens", _log((P1, C1, L1, "full")))
+    plain = EventLog()
+    plain.append("model_response", {"status": 200, "message": {"content": "hi"}})
+    await _session(store, run.id, "b-plain", plain)
+    await _session(store, run.id, "c-bad", _log((P1, C1, [-1.0], "full")))
+    await _session(store, run.id, "d-bad", _log((P1, C1, L1, "rewrite")))
+    fork = await store.create_session(run.id, session_id="e-fork", parent="a-tokens", fork_at=3)
+    lines, result = await _export(store, run=run.id)
+    assert [line["session_id"] for line in lines] == ["a-tokens", "e-fork"]
+    assert lines[1]["metadata"]["forked_from"] == {"session": "a-tokens", "at": 3}
+    assert lines[1]["tokens"] == lines[0]["tokens"]  # the fork inherits the prefix
+    assert fork.parent_id == "a-tokens"
+    assert result.without_tokens == ["b-plain"]
+    assert result.malformed == {
+        "c-bad": "event 2: completion_logprobs must hold one number (or null) per id",
+        "d-bad": "event 2: render must be one of extend, full, not 'rewrite'",
+    }
+
+
+async def test_none_qualifying_is_an_error_naming_them(store: Store, tmp_path: Path) -> None:
+    run = await store.create_run()
+    for n in range(12):
+        await _session(store, run.id, f"s{n:02}", EventLog())
+    dest = tmp_path / "out.jsonl"
+    async with reading(store.engine) as conn:
+        with pytest.raises(StoreValidationError, match=r"s00, s01,.* s09 and 2 more"):
+            await export_tokens(conn, dest, run=None, session=None)
+        for where in ({"run": "nope", "session": None}, {"run": None, "session": "nope"}):
+            with pytest.raises(StoreNotFoundError):
+                await export_tokens(conn, dest, **where)
+    assert not dest.exists()
+
+
+def test_cli_export_tokens(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def populate() -> None:
+        async with await Store.open(url) as store:
+            run = await store.create_run("cli")
+            await _session(store, run.id, "s1", _log((P1, C1, L1, "full")))
+            await _session(store, run.id, "s2", EventLog())
+
+    asyncio.run(populate())
+    app, runner = register_commands(), CliRunner()
+    out = tmp_path / "tokens.jsonl"
+    args = ["sessions", "export", "--format", "tokens", "--store", url]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "exported 1 rollout(s)" in result.stderr
+    assert "skipped 1 session(s) without token records" in result.stderr
+    (line,) = [orjson.loads(raw) for raw in out.read_bytes().splitlines()]
+    assert (line["session_id"], line["tokens"]) == ("s1", [*P1, *C1])
+    to_stdout = runner.invoke(app, [*args, "-o", "-", "--session", "s1"])
+    assert orjson.loads(to_stdout.stdout) == line
+    missing = runner.invoke(app, [*args, "-o", str(tmp_path / "none.jsonl"), "--session", "s2"])
+    assert missing.exit_code == 1
+    assert "no session has token records to export: s2" in missing.output
+    assert not (tmp_path / "none.jsonl").exists()
