@@ -31,6 +31,7 @@ __all__ = [
     "NotFoundError",
     "PoolCloseError",
     "PoolError",
+    "RendererPoolClosedError",
     "RolloutClosedError",
     "RolloutNotFoundError",
     "RolltapError",
@@ -39,6 +40,7 @@ __all__ = [
     "ServiceUnreachableError",
     "StoreBusyError",
     "StoreError",
+    "TokenizerError",
     "UpstreamBusyError",
     "UpstreamConnectionError",
     "UpstreamError",
@@ -297,6 +299,28 @@ class ServiceUnreachableError(RolltapError):
     code = "service_unreachable"
     status = 502
     retryable = True
+
+
+class TokenizerError(RolltapError):
+    """A conversation could not be turned into token ids (or ids into text).
+
+    Raised when the chat template refuses a conversation (its ``raise_exception``, e.g.
+    roles that do not alternate, or a Jinja error on what the harness sent) or when ids
+    cannot be decoded; the request is at fault, so the gateway answers 400. A tokenizer
+    directory that is missing or unreadable is a :class:`ConfigError` instead.
+    """
+
+    code = "tokenizer_error"
+    status = 400
+    type = "invalid_request_error"
+
+
+class RendererPoolClosedError(RolltapError):
+    """The renderer registry is not open (never entered, or closed), or a renderer handle
+    was used after its ``acquire()`` block ended."""
+
+    code = "renderer_pool_closed"
+    status = 503
 
 
 def http_status_of(err: RolltapError) -> int:

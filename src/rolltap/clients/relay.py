@@ -20,6 +20,7 @@ import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 from multidict import CIMultiDict
@@ -161,13 +162,23 @@ class RelayClient:
         harness_headers: Mapping[str, str],
         *,
         rollout_id: str,
+        from_root: bool = False,
     ) -> AsyncIterator[UpstreamResponse]:
-        """POST ``body`` to the endpoint's ``path``; the response lives inside the block."""
+        """POST ``body`` to the endpoint's ``path``; the response lives inside the block.
+
+        ``from_root``: ``path`` is from the server's root, not from ``base_url`` (llama.cpp's
+        own ``/completion`` beside its OpenAI-compatible ``/v1``).
+        """
         if self._closed:
             raise UpstreamConnectionError("model client is closed")
-        url = self._urls.get(path)
+        key = ("/" if from_root else "") + path
+        url = self._urls.get(key)
         if url is None:
-            url = self._urls[path] = join_url(self.endpoint.base_url, path)
+            base = self.endpoint.base_url
+            if from_root:
+                parts = urlsplit(base)
+                base = f"{parts.scheme}://{parts.netloc}"
+            url = self._urls[key] = join_url(base, path)
         headers = self.upstream_headers(harness_headers, rollout_id)
         try:
             response = await self._client_session().post(url, data=body, headers=headers)

@@ -14,16 +14,17 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rolltap.errors import ConfigError
 
-__all__ = ["Dialect", "EndpointConfig", "Timeouts"]
+__all__ = ["ClientKind", "Dialect", "EndpointConfig", "Timeouts"]
 
 Dialect = Literal["chat", "messages", "responses"]
+ClientKind = Literal["relay", "tokens"]
 
 
 class Timeouts(BaseModel):
@@ -54,6 +55,17 @@ class EndpointConfig(BaseModel):
     #: how long a call may wait for an in-flight slot, and how many may wait
     inflight_timeout_s: float = Field(default=60.0, gt=0)
     max_queued: int = Field(default=4096, gt=0)
+    #: ``relay`` forwards harness requests (eval); ``tokens`` renders them to token ids
+    #: with ``tokenizer`` and calls the upstream's completions API (training)
+    client: ClientKind = "relay"
+    tokenizer: str | None = None
+    #: the token client's upstream API: vLLM/SGLang ``/v1/completions`` or llama.cpp's
+    completions_api: Literal["vllm", "llamacpp"] = "vllm"
+    #: how completions are parsed into text, reasoning and tool calls (rolltap.tokens.parsers)
+    tool_parser: str = "hermes"
+    template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: tokens besides the tokenizer's EOS that end a turn (e.g. Gemma's ``<end_of_turn>``)
+    eos_tokens: tuple[str, ...] = ()
 
     @field_validator("base_url")
     @classmethod
@@ -61,6 +73,12 @@ class EndpointConfig(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("base_url must start with http:// or https://")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _check_client(self) -> EndpointConfig:
+        if self.client == "tokens" and not self.tokenizer:
+            raise ValueError("client 'tokens' needs a tokenizer (a local tokenizer directory)")
+        return self
 
     def resolve_credential(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Read the API key from the named environment variable (``None`` when none is named)."""

@@ -107,6 +107,11 @@ class ModelCall:
     def record_request(self) -> bytes:
         """Append the request event; the bytes to send upstream."""
         body, rewrites = self.upstream_body()
+        self.log_request(rewrites)
+        return orjson.dumps(body)
+
+    def log_request(self, rewrites: list[dict[str, Any]], **extra: Any) -> None:
+        """The request event: what the harness sent, past the prefix already recorded."""
         conversation = conversation_of(self.harness.name, self.body)
         match = self.rollout.conversations.match(conversation)
         key = CONVERSATION_KEYS[self.harness.name]
@@ -116,16 +121,20 @@ class ModelCall:
                 "intercept_id": self.intercept.id,
                 "route": self.harness.path.removeprefix("/v1/").replace("/", "."),
                 "dialect": self.harness.name,
-                "upstream_dialect": self.upstream.name,
+                "upstream_dialect": self.upstream_name,
                 "stream": self.stream,
                 "prefix_digest": match.digest,
                 "prefix_messages": match.length,
                 "messages": conversation[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
                 "rewrites": rewrites,
+                **extra,
             },
         )
-        return orjson.dumps(body)
+
+    @property
+    def upstream_name(self) -> str:
+        return self.upstream.name
 
     async def run(self) -> web.StreamResponse:
         self.rollout.admit_call()
@@ -223,7 +232,7 @@ class ModelCall:
             "intercept_id": self.intercept.id,
             "status": status,
             "stream": self.stream,
-            "dialect": self.upstream.name,
+            "dialect": self.upstream_name,
             **recorded,
             "timing": self._timing(),
         }

@@ -26,7 +26,7 @@ from rolltap.dialects.canonical import (
     Usage,
 )
 
-__all__ = ["StreamFolder", "summarize_canonical"]
+__all__ = ["StreamFolder", "events_of", "summarize_canonical"]
 
 _FINISH: dict[StopReason | None, str | None] = {
     "end_turn": "stop",
@@ -115,3 +115,24 @@ class StreamFolder:
             usage=usage,
             stop_sequence=end.stop_sequence if end is not None else None,
         )
+
+
+def events_of(resp: Response) -> list[StreamEvent]:
+    """The stream events a complete answer unfolds into (one delta per block).
+
+    >>> [type(e).__name__ for e in events_of(Response("r", "m", (Text("hi"),), None, Usage()))]
+    ['StreamStart', 'BlockStart', 'BlockDelta', 'BlockStop', 'StreamEnd']
+    """
+    events: list[StreamEvent] = [StreamStart(resp.id, resp.model, Usage(resp.usage.input_tokens))]
+    for index, part in enumerate(resp.parts):
+        if isinstance(part, ToolCall):
+            events.append(BlockStart(index, "tool_call", id=part.id, name=part.name))
+            events.append(BlockDelta(index, part.arguments))
+            events.append(BlockStop(index))
+        elif isinstance(part, Reasoning):
+            events += [BlockStart(index, "reasoning"), BlockDelta(index, part.text),
+                       BlockStop(index, part.signature)]  # fmt: skip
+        else:
+            events += [BlockStart(index, "text"), BlockDelta(index, part.text), BlockStop(index)]
+    events.append(StreamEnd(resp.stop_reason, resp.usage, resp.stop_sequence))
+    return events

@@ -35,6 +35,7 @@ from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
 from rolltap.pool import ModelClientPool
+from rolltap.tokens import RendererRegistry
 
 __all__ = ["Gateway"]
 
@@ -82,6 +83,8 @@ class Gateway:
         self._place_lock = asyncio.Lock()
         self._reap_wakeup = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
+        # Token endpoints render with it; it imports nothing heavy until one is used.
+        self.renderers = RendererRegistry()
         self._state = "new"
 
     # -- lifecycle -----------------------------------------------------------------
@@ -98,6 +101,7 @@ class Gateway:
             raise GatewayClosedError(f"gateway cannot start from state {self._state!r}")
         self._state = "starting"
         try:
+            await self.renderers.__aenter__()
             await self._start_server(admin=True, port=self.settings.port)
         except BaseException:
             await self.aclose()
@@ -128,6 +132,8 @@ class Gateway:
         for server in self._servers:
             await server.aclose()
         self._servers.clear()
+        if not self.renderers.closed:
+            await self.renderers.__aexit__(None, None, None)
         if self._own_pool:
             await self.pool.aclose()
 

@@ -22,6 +22,7 @@ from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall, relayed_headers
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import GATEWAY, SERVER, read_body
+from rolltap.gateway.tokens import TokenCall
 
 __all__ = ["ESTIMATE_HEADER", "add_harness_routes"]
 
@@ -47,10 +48,13 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
     body, kept = await _read(request, dialect)
     gateway.stats.requests += 1
     intercept = rollout.open_intercept()
-    call = ModelCall(
-        request, rollout, intercept, dialect, body, gateway.stats,
-        keepalive_s=gateway.settings.keepalive_s,
-    )  # fmt: skip
+    args = (request, rollout, intercept, dialect, body, gateway.stats)
+    keepalive_s = gateway.settings.keepalive_s
+    call: ModelCall
+    if rollout.endpoint.client == "tokens":
+        call = TokenCall(*args, keepalive_s=keepalive_s, renderers=gateway.renderers)
+    else:
+        call = ModelCall(*args, keepalive_s=keepalive_s)
     try:
         return await call.run()
     except RolltapError as err:

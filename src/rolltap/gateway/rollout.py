@@ -19,6 +19,7 @@ from rolltap.store.events import EventLog
 
 if TYPE_CHECKING:
     from rolltap.gateway.server import GatewayServer
+    from rolltap.tokens.turns import TokenTurns
 
 __all__ = ["Intercept", "Rollout", "new_rollout_id", "new_secret"]
 
@@ -87,6 +88,8 @@ class Rollout:
     closed: RolltapError | None = None
     #: raw request bodies kept only when the gateway's ``discard_intercepts`` is off
     retained: list[bytes] = field(default_factory=list)
+    #: the token client's last prompt and sampled ids (token endpoints only)
+    token_turns: TokenTurns | None = None
     created: float = field(default_factory=time.time)
     _started: float = field(default_factory=time.monotonic)
     _inflight: int = 0

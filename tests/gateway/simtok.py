@@ -1,0 +1,70 @@
+"""A Hugging Face tokenizer over the simulator's vocabulary, with a Qwen-style template.
+
+The simulator's completions routes speak token ids of its toy vocabulary
+(:data:`rolltap.sim.vocab.VOCAB`); this builds a real ``tokenizers`` BPE with exactly
+those ids (no merges, so text splits into its one-character tokens, the byte tokens
+for everything else), saves it with a ChatML template that lists tools between
+``<tools>`` and ``</tools>`` (the simulator's cue for a tool call) and loads through the
+normal path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rolltap.sim.vocab import SPECIAL_TOKENS, VOCAB
+
+try:
+    from tokenizers import AddedToken, Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+except ImportError as exc:
+    if os.environ.get("CI") == "true":
+        raise  # CI installs the extra: its absence is a failure, not a skip
+    pytest.skip(f"the 'tokens' extra is not installed: {exc}", allow_module_level=True)
+
+TEMPLATE = """\
+{%- if tools -%}
+<|im_start|>system
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools><|im_end|>
+{% endif -%}
+{%- for message in messages -%}
+{%- if message.role == 'assistant' -%}
+<|im_start|>assistant
+{% if message.content %}{{ message.content }}{% endif %}
+{%- for call in message.tool_calls or [] %}<tool_call>
+{{ {"name": call.function.name, "arguments": call.function.arguments} | tojson }}
+</tool_call>{% endfor %}<|im_end|>
+{% elif message.role == 'tool' -%}
+<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else -%}
+<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+<|im_start|>assistant
+{% endif -%}
+"""
+
+
+def build_sim_tokenizer(path: Path) -> Path:
+    vocab = {VOCAB.token(i): i for i in range(len(VOCAB))}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], byte_fallback=True))
+    backend.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    backend.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
+    )
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.chat_template = TEMPLATE
+    fast.save_pretrained(str(path))
+    return path
