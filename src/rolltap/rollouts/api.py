@@ -8,17 +8,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
+from rolltap.local.model import gguf_path
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness, load_harness
 from rolltap.rollouts.results import RolloutResult
@@ -29,6 +31,7 @@ from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import plan_resume
 from rolltap.store import Store
+from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
 
@@ -78,7 +81,15 @@ async def _endpoint(
         yield endpoint
         return
     async with LocalModel() as model:
-        yield EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+        fields: dict[str, Any] = {}
+        if config.client == "tokens":
+            # llama-server's own /completion takes and returns token ids; the tokenizer is
+            # the GGUF's own vocabulary unless one is given
+            tokenizer = config.tokenizer or str(
+                await asyncio.to_thread(load_gguf_tokenizer, gguf_path())
+            )
+            fields = {"client": "tokens", "tokenizer": tokenizer, "completions_api": "llamacpp"}
+        yield EndpointConfig(name="local", base_url=model.base_url, model=model.model, **fields)
 
 
 def _limits(config: LimitsConfig) -> RolloutLimits | None:
@@ -166,11 +177,14 @@ async def evaluate(
     sampling: dict[str, Any] | None = None,
     name: str | None = None,
     hooks: Hooks | None = None,
+    client: Literal["relay", "tokens"] | None = None,
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
     ``endpoint`` is an :class:`EndpointConfig`, a base URL, or ``None`` to start the
     built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
+    ``client="tokens"`` on the local model records exact token ids for every call (an
+    :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
     """
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
@@ -178,6 +192,7 @@ async def evaluate(
         harness=harness if isinstance(harness, str) else _qualname(harness),
         endpoint=endpoint if isinstance(endpoint, str) else None,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
+        client=client,
         store=store,
     )  # fmt: skip
     task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,6 +71,11 @@ class RunConfig(BaseModel):
     api_key_env: str | None = None
     endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_inflight: int | None = Field(default=None, gt=0)
+    #: the upstream's API, and the client kind (see EndpointConfig); None: the endpoint's
+    dialect: Literal["chat", "messages", "responses"] | None = None
+    client: Literal["relay", "tokens"] | None = None
+    tokenizer: str | None = None
+    completions_api: Literal["vllm", "llamacpp"] | None = None
     rewards: list[str] = Field(default_factory=lambda: ["contains"])
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -97,8 +102,9 @@ class RunConfig(BaseModel):
             fields["model"] = self.model
         if self.api_key_env is not None:
             fields["api_key_env"] = self.api_key_env
-        if self.max_inflight is not None:
-            fields["max_inflight"] = self.max_inflight
+        for name in ("max_inflight", "dialect", "client", "tokenizer", "completions_api"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
         try:
             return EndpointConfig.model_validate(fields)
         except ValidationError as exc:
