@@ -139,3 +139,20 @@ async def test_malformed_tool_call_output_is_answered_as_text_and_recorded(
     (response,) = _responses(evs)
     assert response["finish_reason"] == "length"
     assert len(response["tokens"]["completion_ids"]) == 6
+
+
+async def test_the_first_renderer_warms_at_start_and_ready_waits_for_it(
+    sim: Simulator, tokenizer_dir: Path
+) -> None:
+    gateway = await _gateway(sim, tokenizer_dir, "vllm")
+    try:
+        (pool,) = gateway.renderers.pools()  # start() began the build, returning at once
+        await gateway.ready()
+        assert pool.snapshot().ready == 1
+    finally:
+        await gateway.aclose()
+    relay = Gateway(EndpointConfig(base_url=sim.base_url, model="m"),
+                    GatewaySettings(admin_token=ADMIN_TOKEN))  # fmt: skip
+    async with relay:
+        await relay.ready()  # nothing to warm
+        assert relay.renderers.pools() == []

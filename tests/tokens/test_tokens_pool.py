@@ -258,3 +258,23 @@ async def test_errors_in_the_body_are_not_wrapped(loaded: Renderer, tok_dir: Pat
         async with RendererRegistry(build=Builder(loaded, gated=True)) as registry:
             registry.shared(RendererConfig(tok_dir))
             raise KeyError("mine")
+
+
+async def test_ready_waits_for_the_first_build_and_reports_its_failure(
+    tok_dir: Path, loaded: Renderer, tmp_path: Path
+) -> None:
+    builder = Builder(loaded, gated=True)
+    async with RendererRegistry(build=builder) as registry:
+        pool = registry.shared(RendererConfig(tok_dir))
+        async with asyncio.TaskGroup() as group:
+            waiting = group.create_task(pool.ready())
+            await builder.started.wait()
+            assert not waiting.done()  # the build has not finished
+            builder.gate.set()
+        assert pool.snapshot().ready == 1 and builder.calls == 1
+        await pool.ready()  # built: at once, no second build
+        assert builder.calls == 1
+    async with RendererRegistry() as registry:
+        missing = registry.shared(RendererConfig(tmp_path / "nowhere"))
+        with pytest.raises(ConfigError, match="nowhere"):
+            await missing.ready()

@@ -34,6 +34,7 @@ from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
+from rolltap.gateway.tokens import renderer_config
 from rolltap.pool import ModelClientPool
 from rolltap.tokens import RendererRegistry
 
@@ -102,6 +103,10 @@ class Gateway:
         self._state = "starting"
         try:
             await self.renderers.__aenter__()
+            for endpoint in self._endpoints.values():
+                if endpoint.client == "tokens":
+                    # the first renderer loads while the caller sets up (seed 001's cold start)
+                    self.renderers.shared(renderer_config(endpoint))
             await self._start_server(admin=True, port=self.settings.port)
         except BaseException:
             await self.aclose()
@@ -136,6 +141,13 @@ class Gateway:
             await self.renderers.__aexit__(None, None, None)
         if self._own_pool:
             await self.pool.aclose()
+
+    async def ready(self) -> None:
+        """Return once every token endpoint can render (its first renderer is built);
+        raises a build's error. A relay-only gateway is ready at once."""
+        for endpoint in self._endpoints.values():
+            if endpoint.client == "tokens":
+                await self.renderers.shared(renderer_config(endpoint)).ready()
 
     # -- addresses -----------------------------------------------------------------
 

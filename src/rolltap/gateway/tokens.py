@@ -27,6 +27,7 @@ from rolltap.clients.completions import (
     parse_completion,
 )
 from rolltap.clients.relay import UpstreamResponse
+from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Request, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError, UpstreamProtocolError
@@ -37,12 +38,20 @@ from rolltap.tokens.parsers import get_parser
 from rolltap.tokens.renderer import RenderedPrompt
 from rolltap.tokens.turns import TokenTurns
 
-__all__ = ["TokenCall"]
+__all__ = ["TokenCall", "renderer_config"]
 
 #: sampling fields the canonical request carries; others go to the upstream as sent
 _CANONICAL_SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 #: a completion's length when neither the harness nor the run bounds it
 DEFAULT_MAX_TOKENS = 1024
+
+
+def renderer_config(endpoint: EndpointConfig) -> RendererConfig:
+    """What a token endpoint's renderers are built from (one pool per distinct config)."""
+    return RendererConfig(
+        endpoint.tokenizer or "", template_kwargs=endpoint.template_kwargs,
+        eos_tokens=endpoint.eos_tokens,
+    )  # fmt: skip
 
 
 class TokenCall(ModelCall):
@@ -67,11 +76,7 @@ class TokenCall(ModelCall):
         turns = self.rollout.token_turns
         if turns is None:
             turns = self.rollout.token_turns = TokenTurns()
-        config = RendererConfig(
-            endpoint.tokenizer or "", template_kwargs=endpoint.template_kwargs,
-            eos_tokens=endpoint.eos_tokens,
-        )  # fmt: skip
-        async with self.renderers.shared(config).acquire() as renderer:
+        async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
             prompt = await turns.render(renderer, messages, tools)
         self.log_request(rewrites, tokens={"prompt_len": len(prompt.ids), **_how(prompt)})
         body = completions_body(

@@ -109,6 +109,8 @@ async def _run_on(
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings
         async with Gateway(endpoint, settings, observers=[observer]) as gateway:
+            # a token endpoint's tokenizer loads once, before the wave, not inside it
+            await gateway.ready()
             runner = Runner(
                 gateway=gateway, store=store, observer=observer, run_id=run_id,
                 harness=harness, scorer=scorer, model=endpoint.model, c=config.c,

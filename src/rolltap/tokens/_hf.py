@@ -113,9 +113,16 @@ class HFTokenizer:
             self._tok.chat_template = template
 
 
+#: transformers' lazy module is not safe to import from several threads at once: all but
+#: one fail with "cannot import name 'AutoTokenizer'" (seen with 5.24), so the first
+#: import is serialised (renderers are built on the registry's threads)
+_IMPORT_LOCK = threading.Lock()
+
+
 def _auto_tokenizer() -> Any:
     try:
-        from transformers import AutoTokenizer
+        with _IMPORT_LOCK:
+            from transformers import AutoTokenizer
     except ImportError as exc:
         raise ConfigError(f"rendering token ids needs transformers; {INSTALL_HINT}") from exc
     return AutoTokenizer

@@ -130,6 +130,15 @@ class RendererPool:
         finally:
             slot.load -= 1
 
+    async def ready(self) -> None:
+        """Return once a renderer is built (starting the first build if none is under way);
+        raises that build's error. Lets an owner admit work only when it can render."""
+        self.warm()
+        slot = self._slots[0]
+        await slot.done.wait()
+        if slot.renderer is None:
+            raise slot.error or RendererPoolClosedError("renderer registry closed")
+
     def warm(self) -> None:
         """Build the first renderer in the background if the pool has none."""
         if not self._slots:
