@@ -21,8 +21,9 @@ loop (for seconds at a time) long enough that admissions fail on the store's 5 s
 write-queue timeout (512 of 2,048 in a trial).
 
 The process starts cold, as users' do: the first renderer build imports transformers
-(3 s, 250 MB); the prebuild builds one renderer before the other seven. Incremental commits the store refuses (its write
-queue full for 5 s) are counted, not logged: the final commit writes their events.
+(3 s, 250 MB); the prebuild builds one renderer before the other seven. Incremental
+commits the store refuses (its write queue full for 5 s) are counted, not logged: the
+final commit writes their events.
 Writes one JSON object to ``--out``.
 """
 
