@@ -49,7 +49,8 @@ async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
             placed = {rid: (await client.rollout(rid))["worker"] for rid in batch.rollouts}
             victim = fleet.slots[0]
             assert victim is not None and victim.pid is not None
-            os.kill(victim.pid, signal.SIGKILL)
+            victim_pid = victim.pid
+            os.kill(victim_pid, signal.SIGKILL)
             stream = aiter(batch)
             lost = [await anext(stream), await anext(stream)]  # the gate is still shut
             sim.gate("hold").open()
@@ -60,7 +61,9 @@ async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
     assert len(on_victim) == 2
     assert {r.id for r in lost} == on_victim
     assert {r.status for r in lost} == {"worker_lost"}
-    assert all("SIGKILL" in (r.error or "") or "-9" in (r.error or "") for r in lost)
+    # attributed to the killed worker (its exit status is racy to read under load)
+    errors = [r.error or "" for r in lost]
+    assert all(f"pid {victim_pid}" in error for error in errors), errors
     assert {r.status for r in finished} == {"completed"}
     assert {(r.status, r.worker) for r in again} == {("completed", 0), ("completed", 1)}
     async with await Store.open(serve_store) as store:
