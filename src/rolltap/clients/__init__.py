@@ -1,4 +1,4 @@
-"""Model clients: the relay client (eval) and, later, the token client (train)."""
+"""Model clients: the relay client and the token client's completions wire formats."""
 
 from rolltap.clients.base import ModelClient, join_url
 from rolltap.clients.relay import RelayClient, UpstreamResponse

@@ -13,7 +13,7 @@ the upstream answered, each with its dialect, plus a chat-shaped ``usage``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -21,6 +21,7 @@ from aiohttp import web
 
 from rolltap.clients.relay import UpstreamResponse
 from rolltap.dialects.registry import Dialect, get_dialect
+from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import (
     RolltapError,
     UpstreamProtocolError,
@@ -71,7 +72,7 @@ class ModelCall:
     """State of one intercepted model call."""
 
     __slots__ = (
-        "body", "harness", "harness_usage", "intercept", "keepalive_s", "relay", "request",
+        "body", "frames", "harness", "harness_usage", "intercept", "keepalive_s", "request",
         "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
     )  # fmt: skip
 
@@ -86,7 +87,9 @@ class ModelCall:
         # read before the rewrites, which may add include_usage to a chat body
         opts = body.get("stream_options")
         self.harness_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-        self.relay: StreamRelay | None = None
+        # the harness dialect's frames (content when translating, keepalives, in-band
+        # errors) and the response, once a stream to the harness is open
+        self.frames: StreamRenderer | None = None
         self.response: web.StreamResponse | None = None
         self.t_headers: float | None = None
         self.t_first: float | None = None
@@ -179,23 +182,10 @@ class ModelCall:
         )  # fmt: skip
 
     async def _relay_stream(self, up: UpstreamResponse) -> web.StreamResponse:
-        relay = self.relay = StreamRelay(
-            self.harness, self.upstream, model=self.rollout.endpoint.model,
-            harness_usage=self.harness_usage,
-        )  # fmt: skip
         headers = relayed_headers(up.headers)
-        headers["Content-Type"] = "text/event-stream"
-        headers["Cache-Control"] = "no-cache"
-        resp = web.StreamResponse(status=up.status, headers=headers)
-        await resp.prepare(self.request)
-        self.response = resp
-        while True:
-            chunk = await up.read_chunk(self.keepalive_s)
-            if chunk is None:
-                await resp.write(relay.keepalive())
-                continue
-            if not chunk:
-                break
+        resp, frames = await self.open_stream(up.status, headers)
+        relay = StreamRelay(self.harness, self.upstream, frames, harness_usage=self.harness_usage)
+        async for chunk in self.chunks(up):
             if self.t_first is None:
                 self.t_first = time.perf_counter()
             if out := relay.feed(chunk):
@@ -205,6 +195,32 @@ class ModelCall:
         self._record_response(up.status, relay.recorded(self.upstream))
         await resp.write_eof()
         return resp
+
+    async def open_stream(
+        self, status: int, headers: dict[str, str]
+    ) -> tuple[web.StreamResponse, StreamRenderer]:
+        """Start the harness's event stream; its response and its dialect's renderer."""
+        self.frames = stream_renderer(
+            self.harness.name, model=self.rollout.endpoint.model,
+            include_usage=self.harness_usage,
+        )  # fmt: skip
+        headers = {**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        resp = self.response = web.StreamResponse(status=status, headers=headers)
+        await resp.prepare(self.request)
+        return resp, self.frames
+
+    async def chunks(self, up: UpstreamResponse) -> AsyncIterator[bytes]:
+        """The upstream's body as it arrives; each ``keepalive_s`` of silence sends an
+        open harness stream its dialect's keepalive."""
+        while True:
+            chunk = await up.read_chunk(self.keepalive_s)
+            if chunk is None:
+                if self.response is not None and self.frames is not None:
+                    await self.response.write(self.frames.keepalive())
+                continue
+            if not chunk:
+                return
+            yield chunk
 
     async def _status_error(self, up: UpstreamResponse) -> UpstreamStatusError:
         body = await up.read()
@@ -255,10 +271,10 @@ class ModelCall:
     async def fail(self, err: RolltapError) -> web.StreamResponse:
         """Record ``err`` and deliver it: a response, or an in-band event mid-stream."""
         self.record_error(err)
-        resp, relay = self.response, self.relay
-        if resp is None or relay is None:
+        resp, frames = self.response, self.frames
+        if resp is None or frames is None:
             return error_response(err, self.harness)
-        await resp.write(relay.error(err))
+        await resp.write(frames.error(err))
         await resp.write_eof()
         return resp
 

@@ -11,7 +11,7 @@ the upstream's end of stream; ``recorded`` for the response event):
 - different dialects: the upstream's events are parsed into canonical events and
   rendered as the harness's, incrementally.
 
-Keepalive and in-band error frames are always the harness dialect's own.
+Keepalive and in-band error frames (the harness dialect's own) are the call's.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import orjson
 
 from rolltap.dialects.registry import Dialect
 from rolltap.dialects.sse import SSEEvent, SSESplitter
-from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser, stream_renderer
-from rolltap.errors import RolltapError, UpstreamProtocolError
+from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser
+from rolltap.errors import UpstreamProtocolError
 from rolltap.gateway.folding import StreamFolder, summarize_canonical
 from rolltap.gateway.recording import ChatStreamAccumulator, summarize_body
 
@@ -36,17 +36,15 @@ class StreamRelay:
     __slots__ = ("_acc", "_done", "_folder", "_frames", "_parser", "_split", "_strip", "_xlate")
 
     def __init__(
-        self, harness: Dialect, upstream: Dialect, *, model: str, harness_usage: bool
+        self, harness: Dialect, upstream: Dialect, frames: StreamRenderer, *, harness_usage: bool
     ) -> None:
         self._split = SSESplitter()
         self._xlate = harness.name != upstream.name
         # a chat harness that did not ask for the usage chunk does not get it
         self._strip = not harness_usage
         self._done = False
-        # The harness's renderer: content when translating, keepalive and error frames always.
-        self._frames: StreamRenderer = stream_renderer(
-            harness.name, model=model, include_usage=harness_usage
-        )
+        # the harness dialect's renderer, used for content when translating
+        self._frames = frames
         self._acc: ChatStreamAccumulator | None = None
         self._parser: StreamParser | None = None
         self._folder = StreamFolder()
@@ -54,12 +52,6 @@ class StreamRelay:
             self._acc = ChatStreamAccumulator()
         else:
             self._parser = stream_parser(upstream.name)
-
-    def keepalive(self) -> bytes:
-        return self._frames.keepalive()
-
-    def error(self, err: RolltapError) -> bytes:
-        return self._frames.error(err)
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes for the harness after ``chunk`` from the upstream (maybe none yet)."""

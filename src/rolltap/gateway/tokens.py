@@ -29,8 +29,7 @@ from rolltap.clients.completions import (
 from rolltap.clients.relay import UpstreamResponse
 from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Request, Response
-from rolltap.dialects.streams import StreamRenderer, stream_renderer
-from rolltap.errors import RolltapError, UpstreamProtocolError
+from rolltap.errors import UpstreamProtocolError
 from rolltap.gateway.call import ModelCall, relayed_headers
 from rolltap.gateway.folding import events_of, summarize_canonical
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
@@ -57,12 +56,11 @@ def renderer_config(endpoint: EndpointConfig) -> RendererConfig:
 class TokenCall(ModelCall):
     """:class:`ModelCall` whose upstream is a completions API fed with token ids."""
 
-    __slots__ = ("frames", "renderers")
+    __slots__ = ("renderers",)
 
     def __init__(self, *args: Any, renderers: RendererRegistry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.renderers = renderers
-        self.frames: StreamRenderer | None = None
 
     @property
     def upstream_name(self) -> str:
@@ -153,28 +151,8 @@ class TokenCall(ModelCall):
     async def _read_waiting(self, up: UpstreamResponse) -> bytes:
         """The whole upstream body; a streaming harness gets keepalives meanwhile."""
         if self.stream:
-            await self._open_stream()
-        chunks: list[bytes] = []
-        while True:
-            chunk = await up.read_chunk(self.keepalive_s)
-            if chunk is None:
-                if self.response is not None and self.frames is not None:
-                    await self.response.write(self.frames.keepalive())
-                continue
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-
-    async def _open_stream(self) -> None:
-        self.frames = stream_renderer(
-            self.harness.name, model=self.rollout.endpoint.model,
-            include_usage=self.harness_usage,
-        )  # fmt: skip
-        resp = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(self.request)
-        self.response = resp
+            await self.open_stream(200, {})
+        return b"".join([chunk async for chunk in self.chunks(up)])
 
     async def _deliver(
         self, answer: Response, status: int, headers: dict[str, str]
@@ -186,14 +164,6 @@ class TokenCall(ModelCall):
             )
         frames = self.frames
         await self.response.write(b"".join(frames.render(e) for e in events_of(answer)))
-        await self.response.write_eof()
-        return self.response
-
-    async def fail(self, err: RolltapError) -> web.StreamResponse:
-        if self.response is None or self.frames is None:
-            return await super().fail(err)
-        self.record_error(err)
-        await self.response.write(self.frames.error(err))
         await self.response.write_eof()
         return self.response
 
