@@ -9,11 +9,11 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import psutil
 
-__all__ = ["cpu_seconds", "free_port", "rolltap_process"]
+__all__ = ["cpu_seconds", "free_port", "rolltap_process", "running"]
 
 
 def free_port() -> int:
@@ -38,15 +38,14 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
 
 
 @contextmanager
-def rolltap_process(args: list[str], health_url: str) -> Iterator[psutil.Process]:
-    """Run ``rolltap ARGS`` until the block ends; yields its psutil handle."""
-    env = dict(os.environ, ROLLTAP_ADMIN_TOKEN="bench")
+def running(
+    command: list[str], health_url: str, *, stderr: int | None = None
+) -> Iterator[psutil.Process]:
+    """Run ``command`` until the block ends, once ``health_url`` answers 200; its handle."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from rolltap.cli.main import main; main()", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+        command, env=dict(os.environ, ROLLTAP_ADMIN_TOKEN="bench"),
+        stdout=subprocess.DEVNULL, stderr=stderr,
+    )  # fmt: skip
     try:
         _wait_healthy(health_url, proc)
         yield psutil.Process(proc.pid)
@@ -57,6 +56,12 @@ def rolltap_process(args: list[str], health_url: str) -> Iterator[psutil.Process
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def rolltap_process(args: list[str], health_url: str) -> AbstractContextManager[psutil.Process]:
+    """Run ``rolltap ARGS`` until the block ends; yields its psutil handle."""
+    command = [sys.executable, "-c", "from rolltap.cli.main import main; main()", *args]
+    return running(command, health_url, stderr=subprocess.PIPE)
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import orjson
 import psutil
+from _procs import running
 from aiohttp import web
 
 from rolltap.sim import SimConfig, Simulator
@@ -93,38 +89,10 @@ async def serve(port: int, latency: Latency) -> None:
             await runner.cleanup()
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"upstream exited early: {proc.args!r}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} not healthy in {timeout}s")
-
-
-@contextmanager
-def upstream_process(port: int, latency: Latency) -> Iterator[psutil.Process]:
+def upstream_process(port: int, latency: Latency) -> AbstractContextManager[psutil.Process]:
     """Run this module as its own process on ``port`` until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__)), "--port", str(port), *latency.args()],
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        _wait_healthy(f"http://127.0.0.1:{port}/health", proc)
-        yield psutil.Process(proc.pid)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    command = [sys.executable, str(Path(__file__)), "--port", str(port), *latency.args()]
+    return running(command, f"http://127.0.0.1:{port}/health")
 
 
 def main() -> None:
