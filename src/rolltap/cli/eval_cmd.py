@@ -129,20 +129,15 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
 ) -> None:
     """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
-    base = load_run_config(config) if config else RunConfig()
+    flags = {
+        "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": endpoint, "model": model,
+        "api_key_env": api_key_env, "n": n, "r": r, "c": c, "dialect": dialect,
+        "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
+        "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
+    }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
-    limits = {**base.limits.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
-    sampling = _sampling(temperature, sample_max_tokens)
-    merged = base.merged(
-        {
-            "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": endpoint,
-            "model": model, "api_key_env": api_key_env, "n": n, "r": r, "c": c,
-            "dialect": dialect, "client": client, "tokenizer": tokenizer,
-            "completions_api": completions_api,
-            "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
-            "limits": limits, "sampling": {**base.sampling, **sampling} if sampling else None,
-        }
-    )  # fmt: skip
+    base = load_run_config(config) if config else RunConfig()
+    merged = _merged(base, flags, limits, _sampling(temperature, sample_max_tokens))
     outcome: list[RunResult] = []
 
     async def main() -> None:
@@ -151,6 +146,19 @@ def eval_command(
     run_async(main())
     if outcome and outcome[0].interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _merged(
+    base: RunConfig, flags: dict[str, Any], limits: dict[str, Any], sampling: dict[str, Any] | None
+) -> RunConfig:
+    """``base`` (the --config file) with the flags given over it; limits and sampling
+    merge field by field rather than replacing the file's."""
+    given = {k: v for k, v in limits.items() if v is not None}
+    return base.merged({
+        **flags,
+        "limits": {**base.limits.model_dump(), **given},
+        "sampling": {**base.sampling, **sampling} if sampling else None,
+    })  # fmt: skip
 
 
 def compare_command(
