@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from rolltap.dialects import stops
 from rolltap.dialects._chat_parse import assistant_parts
 from rolltap.dialects._chat_render import render_call
 from rolltap.dialects._fields import as_obj, opt_int, opt_obj, req_list, req_str
@@ -23,19 +24,7 @@ __all__ = ["openai_usage", "openai_usage_dict", "parse_response_body", "render_r
 
 NAME = "chat"
 
-_STOP_IN: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "content_filter": "content_filter",
-}
-_STOP_OUT: dict[StopReason, str] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "content_filter": "content_filter",
-}
+_STOP_IN, _STOP_OUT = stops.CHAT_IN, stops.CHAT_OUT
 # what the renderer writes when the canonical response says nothing about them
 _DEFAULTS: Json = {"object": "chat.completion", "created": 0}
 

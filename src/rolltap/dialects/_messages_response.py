@@ -10,25 +10,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rolltap.dialects import stops
 from rolltap.dialects._fields import as_obj, opt_int, opt_str, req_list, req_obj, req_str
 from rolltap.dialects._messages_parse import assistant_block
 from rolltap.dialects._messages_render import assistant_blocks
 from rolltap.dialects._xlate import Ctx, Json, overlay, parts_origin, residual
-from rolltap.dialects.canonical import Response, StopReason, Usage
+from rolltap.dialects.canonical import Response, Usage
 from rolltap.errors import InvalidRequestError, UpstreamProtocolError
 
 __all__ = ["parse_response_body", "render_response_body"]
 
 NAME = "messages"
 
-_STOP_IN: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "tool_use": "tool_use",
-    "refusal": "content_filter",
-}
-_STOP_OUT: dict[StopReason, str] = {v: k for k, v in _STOP_IN.items()}
+_STOP_IN, _STOP_OUT = stops.MESSAGES_IN, stops.MESSAGES_OUT
 _DEFAULTS: Json = {"type": "message", "role": "assistant"}
 _CONSUMED = ("id", "content", "model", "stop_reason", "stop_sequence", "usage")
 _WRITES = "cache_creation_input_tokens"

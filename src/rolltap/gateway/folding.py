@@ -17,7 +17,6 @@ from rolltap.dialects.canonical import (
     BlockStop,
     Reasoning,
     Response,
-    StopReason,
     StreamEnd,
     StreamEvent,
     StreamStart,
@@ -25,17 +24,9 @@ from rolltap.dialects.canonical import (
     ToolCall,
     Usage,
 )
+from rolltap.dialects.stops import CHAT_OUT
 
 __all__ = ["StreamFolder", "events_of", "summarize_canonical"]
-
-_FINISH: dict[StopReason | None, str | None] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "content_filter": "content_filter",
-    None: None,
-}
 
 
 def summarize_canonical(resp: Response) -> dict[str, Any]:
@@ -56,7 +47,7 @@ def summarize_canonical(resp: Response) -> dict[str, Any]:
         usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
     return {
         "usage": usage,
-        "finish_reason": _FINISH.get(resp.stop_reason),
+        "finish_reason": None if resp.stop_reason is None else CHAT_OUT[resp.stop_reason],
         "stop_reason": resp.stop_reason,
     }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects import stops
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
@@ -31,13 +32,7 @@ from rolltap.errors import UpstreamProtocolError
 
 __all__ = ["ChatStreamParser"]
 
-_STOP_IN: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "content_filter": "content_filter",
-}
+_STOP_IN = stops.CHAT_IN
 
 
 class ChatStreamParser:

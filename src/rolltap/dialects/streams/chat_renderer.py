@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
+from rolltap.dialects import stops
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
     BlockStart,
-    StopReason,
     StreamEnd,
     StreamEvent,
     StreamStart,
@@ -22,14 +22,7 @@ from rolltap.errors import RolltapError
 
 __all__ = ["ChatStreamRenderer"]
 
-_STOP_OUT: dict[StopReason | None, bytes] = {
-    None: b'"stop"',
-    "end_turn": b'"stop"',
-    "stop_sequence": b'"stop"',
-    "max_tokens": b'"length"',
-    "tool_use": b'"tool_calls"',
-    "content_filter": b'"content_filter"',
-}
+_STOP_OUT = stops.json_names(stops.CHAT_OUT, "stop")
 
 _NULL_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 _DONE = b"data: [DONE]\n\n"

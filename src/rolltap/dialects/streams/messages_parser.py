@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects import stops
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
@@ -35,13 +36,7 @@ from rolltap.errors import UpstreamProtocolError
 
 __all__ = ["MessagesStreamParser"]
 
-_STOP_IN: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "tool_use": "tool_use",
-    "refusal": "content_filter",
-}  # others (pause_turn...) have no canonical reason and go to extras
+_STOP_IN = stops.MESSAGES_IN  # others (pause_turn…) go to extras
 _KINDS: dict[str, BlockKind] = {"text": "text", "thinking": "reasoning", "tool_use": "tool_call"}
 # the delta type and the key holding its text, per canonical block kind
 _DELTA_KEYS = {

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects import stops
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
     BlockStart,
     BlockStop,
-    StopReason,
     StreamEnd,
     StreamEvent,
     StreamStart,
@@ -36,14 +36,7 @@ _DELTA_OPEN: dict[BlockKind, bytes] = {
     "reasoning": b',"delta":{"type":"thinking_delta","thinking":',
     "tool_call": b',"delta":{"type":"input_json_delta","partial_json":',
 }
-_STOP_OUT: dict[StopReason | None, bytes] = {
-    None: b'"end_turn"',
-    "end_turn": b'"end_turn"',
-    "max_tokens": b'"max_tokens"',
-    "stop_sequence": b'"stop_sequence"',
-    "tool_use": b'"tool_use"',
-    "content_filter": b'"refusal"',
-}
+_STOP_OUT = stops.json_names(stops.MESSAGES_OUT, "end_turn")
 _ERROR_TYPES = frozenset(
     {
         "invalid_request_error",
