@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rolltap.dialects._chat_response import openai_usage_dict
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockStart,
@@ -35,16 +36,7 @@ def summarize_canonical(resp: Response) -> dict[str, Any]:
     >>> summarize_canonical(Response("r", "m", (), "max_tokens", Usage(3, 4)))["usage"]
     {'prompt_tokens': 3, 'completion_tokens': 4, 'total_tokens': 7}
     """
-    u = resp.usage
-    usage: dict[str, Any] = {
-        "prompt_tokens": u.input_tokens,
-        "completion_tokens": u.output_tokens,
-        "total_tokens": u.input_tokens + u.output_tokens,
-    }
-    if u.cache_read_tokens is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": u.cache_read_tokens}
-    if u.reasoning_tokens is not None:
-        usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
+    usage = openai_usage_dict(resp.usage, "prompt_tokens", "completion_tokens")
     return {
         "usage": usage,
         "finish_reason": None if resp.stop_reason is None else CHAT_OUT[resp.stop_reason],

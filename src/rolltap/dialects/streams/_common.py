@@ -24,7 +24,6 @@ __all__ = [
     "int_field",
     "load_object",
     "openai_usage",
-    "openai_usage_dict",
     "opt_int",
     "str_field",
     "stream_error",
@@ -117,24 +116,6 @@ def openai_usage(raw: object, input_key: str, output_key: str) -> Usage:
         cache_read_tokens=opt_int(details_in, "cached_tokens"),
         reasoning_tokens=opt_int(details_out, "reasoning_tokens"),
     )
-
-
-def openai_usage_dict(usage: Usage, input_key: str, output_key: str) -> dict[str, Any]:
-    """The OpenAI usage object for ``usage`` (inverse of :func:`openai_usage`)."""
-    out: dict[str, Any] = {
-        input_key: usage.input_tokens,
-        output_key: usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-    if usage.cache_read_tokens is not None:
-        out[f"{input_key.removesuffix('_tokens')}_tokens_details"] = {
-            "cached_tokens": usage.cache_read_tokens
-        }
-    if usage.reasoning_tokens is not None:
-        out[f"{output_key.removesuffix('_tokens')}_tokens_details"] = {
-            "reasoning_tokens": usage.reasoning_tokens
-        }
-    return out
 
 
 def error_fields(err: RolltapError) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from rolltap.dialects import stops
+from rolltap.dialects._chat_response import openai_usage_dict
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
@@ -16,7 +17,6 @@ from rolltap.dialects.canonical import (
 from rolltap.dialects.openai_chat import error_body
 from rolltap.dialects.streams._common import (
     dumps,
-    openai_usage_dict,
 )
 from rolltap.errors import RolltapError
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rolltap.dialects._chat_response import openai_usage_dict
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockKind,
@@ -23,7 +24,7 @@ from rolltap.dialects.canonical import (
     StreamStart,
     Usage,
 )
-from rolltap.dialects.streams._common import dumps, error_fields, openai_usage_dict
+from rolltap.dialects.streams._common import dumps, error_fields
 from rolltap.errors import RolltapError
 
 __all__ = ["ResponsesStreamRenderer"]
