@@ -39,6 +39,10 @@ COMPLETIONS_PATHS: Mapping[str, str] = {"vllm": "/v1/completions", "llamacpp": "
 #: request option (the run's and the harness's names) → llama.cpp's name
 _LLAMACPP_NAMES = {"max_tokens": "n_predict"}
 _TOKEN_ID_PREFIX = "token_id:"
+_VLLM_STOP: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
+_LLAMACPP_STOP: dict[str, StopReason] = {
+    "eos": "end_turn", "limit": "max_tokens", "word": "stop_sequence",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,7 @@ def _vllm(body: Mapping[str, Any]) -> Completion:
         ids = [int(str(t).removeprefix(_TOKEN_ID_PREFIX)) for t in logprobs["tokens"]]
     values = logprobs.get("token_logprobs")
     finish = choice.get("finish_reason")
-    stop: StopReason | None = {"stop": "end_turn", "length": "max_tokens"}.get(finish)  # type: ignore[assignment]
+    stop = _VLLM_STOP.get(finish) if isinstance(finish, str) else None
     if finish == "stop" and isinstance(choice.get("stop_reason"), str):
         stop = "stop_sequence"
     usage = body.get("usage") or {}
@@ -105,9 +109,7 @@ def _vllm(body: Mapping[str, Any]) -> Completion:
 def _llamacpp(body: Mapping[str, Any]) -> Completion:
     probs = body.get("completion_probabilities")
     stop_type = body.get("stop_type")
-    stop: StopReason | None = {
-        "eos": "end_turn", "limit": "max_tokens", "word": "stop_sequence",
-    }.get(str(stop_type))  # type: ignore[assignment]  # fmt: skip
+    stop = _LLAMACPP_STOP.get(str(stop_type))
     return Completion(
         id=str(body.get("id_slot", "")), model=str(body.get("model", "")),
         text=body["content"], ids=tuple(int(i) for i in body["tokens"]),
