@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AmbiguousIdError",
     "AuthenticationError",
     "BodyTooLargeError",
     "ConfigError",
@@ -26,6 +27,7 @@ __all__ = [
     "LimitReachedError",
     "MalformedJSONError",
     "MethodNotAllowedError",
+    "MissingExtraError",
     "ModelPoolClosedError",
     "ModelPoolFullError",
     "NotFoundError",
@@ -47,6 +49,7 @@ __all__ = [
     "UpstreamProtocolError",
     "UpstreamStatusError",
     "UpstreamTimeoutError",
+    "UsageError",
     "WorkerLostError",
     "http_status_of",
 ]
@@ -74,12 +77,46 @@ class RolltapError(Exception):
         return out
 
 
-class ConfigError(RolltapError):
+class UsageError(RolltapError):
+    """The caller asked for something that cannot be done as asked: a bad flag, config
+    value or id. The command line exits 2 on these (1 on every other error)."""
+
+    code = "usage_error"
+    status = 400
+    type = "invalid_request_error"
+
+
+class ConfigError(UsageError):
     """A configuration is invalid or incomplete (e.g. a named API-key variable is unset)."""
 
     code = "invalid_config"
     status = 400
     type = "invalid_request_error"
+
+
+class MissingExtraError(ConfigError):
+    """An optional dependency is not installed; the message names the extra to install.
+
+    >>> MissingExtraError.for_extra("postgres", "asyncpg").message
+    "asyncpg is not installed; install the 'postgres' extra: pip install 'rolltap[postgres]'"
+    """
+
+    code = "missing_extra"
+
+    @classmethod
+    def for_extra(cls, extra: str, what: str) -> MissingExtraError:
+        return cls(f"{what} is not installed; install the {extra!r} extra: "
+                   f"pip install 'rolltap[{extra}]'")  # fmt: skip
+
+
+class AmbiguousIdError(UsageError):
+    """An id prefix matches more than one run or session; ``candidates`` lists some."""
+
+    code = "ambiguous_id"
+
+    def __init__(self, message: str, *, candidates: list[str]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
 
 
 class InvalidRequestError(RolltapError):
