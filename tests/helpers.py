@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import openai
+import pytest
 
+from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway
 
 ADMIN_TOKEN = "test-admin-token"
@@ -60,3 +63,17 @@ async def settle(predicate: Callable[[], bool], *, spins: int = 10_000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("condition never held")
+
+
+def require_local_extra() -> None:
+    """Skip unless the ``local`` extra (llama-server and the Gemma weights) is installed;
+    under CI, which installs it, its absence fails instead."""
+    from rolltap.local.model import gguf_path, server_binary
+
+    try:
+        server_binary()
+        gguf_path()
+    except ConfigError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"the 'local' extra is not installed: {exc.message}")

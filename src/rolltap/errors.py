@@ -63,6 +63,8 @@ class RolltapError(Exception):
     #: the OpenAI-style ``error.type`` used in error bodies
     type: ClassVar[str] = "server_error"
     retryable: ClassVar[bool] = False
+    #: one line on what to do about it (the CLI prints it as ``hint: …``)
+    hint: str | None = None
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)

@@ -2,35 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 
 import aiohttp
 import anthropic
 import pytest
 
-from helpers import ADMIN_TOKEN, events, openai_client, register
+from helpers import ADMIN_TOKEN, events, openai_client, register, require_local_extra
 from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway
 from rolltap.local import LocalModel
-from rolltap.local.model import server_binary
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
 
 
-def _require_local_extra() -> None:
-    try:
-        server_binary()
-    except ConfigError as exc:
-        if os.environ.get("CI") == "true":
-            raise  # CI installs the extra: its absence is a failure, not a skip
-        pytest.skip(f"the 'local' extra is not installed: {exc.message}")
-
-
 @pytest.fixture
 async def local_model() -> AsyncIterator[LocalModel]:
-    _require_local_extra()
+    require_local_extra()
     async with LocalModel() as model:
         yield model
 
@@ -55,6 +43,7 @@ async def test_pattern_continuation_non_streaming(
         )
     text = reply.choices[0].message.content or ""
     assert text.strip().startswith("6")
+    assert reply.model == "gemma-3-270m"  # the served alias, not the GGUF file's path
     request, response = (e["payload"] for e in await events(http, local_gateway, rollout["id"]))
     assert request["params"]["model"] == "gemma-3-270m"
     assert response["usage"]["completion_tokens"] == reply.usage.completion_tokens  # type: ignore[union-attr]

@@ -6,7 +6,8 @@ gateway URLs and secret in its environment (``OPENAI_BASE_URL``, ``OPENAI_API_KE
 the task as JSON in ``ROLLTAP_TASK_FILE`` and a path to write its answer to in
 ``ROLLTAP_RESULT_FILE``. The answer is that file's content when written, else stdout.
 The last 64 KiB of stdout and stderr are appended to the rollout's log as
-``harness_output`` events. On timeout or cancellation the whole group is killed.
+``harness_output`` events. On timeout or cancellation the whole group is killed, and
+so it is when rolltap itself dies, ``kill -9`` included (:mod:`rolltap.proc.guard`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import orjson
 
+from rolltap.proc import guard, prepare, release
 from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult
 from rolltap.rollouts.tasks import Task
 from rolltap.store import EventKind
@@ -84,7 +86,9 @@ async def _run(command: str, env: dict[str, str], ctx: HarnessContext) -> tuple[
         stderr=asyncio.subprocess.PIPE,
         env=env,
         start_new_session=True,
+        preexec_fn=prepare(),
     )
+    guard(process.pid)  # killed with its whole group should rolltap die first
     try:
         async with asyncio.TaskGroup() as group:
             out = group.create_task(_tail(process.stdout))
@@ -93,6 +97,7 @@ async def _run(command: str, env: dict[str, str], ctx: HarnessContext) -> tuple[
             _kill_group(process.pid)  # stragglers would hold the pipes open
     finally:
         _kill_group(process.pid)
+        release(process.pid)
     for stream, (data, total) in (("stdout", out.result()), ("stderr", err.result())):
         if total:
             ctx.log.append(

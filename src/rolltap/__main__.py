@@ -1,0 +1,5 @@
+"""``python -m rolltap`` is the ``rolltap`` command."""
+
+from rolltap.cli.main import main
+
+main()

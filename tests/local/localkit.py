@@ -1,0 +1,54 @@
+"""Helpers for local-model and child-process tests: a stand-in llama-server binary and
+waiting for a process to exit (on its pidfd: an event, not a poll)."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+from pathlib import Path
+
+import pytest
+
+STANDIN = Path(__file__).with_name("standin.py")
+
+
+def standin_binary(tmp_path: Path) -> Path:
+    """An executable that runs :mod:`standin` under this interpreter."""
+    binary = tmp_path / "llama-server"
+    binary.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
+    binary.chmod(0o755)
+    return binary
+
+
+def use_standin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: str) -> Path:
+    """Point ``ROLLTAP_LLAMA_SERVER`` at the stand-in in ``mode``; returns its start log."""
+    log = tmp_path / "starts.log"
+    monkeypatch.setenv("ROLLTAP_LLAMA_SERVER", str(standin_binary(tmp_path)))
+    monkeypatch.setenv("STANDIN_MODE", mode)
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    return log
+
+
+def starts(log: Path) -> list[tuple[int, list[str]]]:
+    """(pid, argv) of every start the stand-in logged."""
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        pid, *argv = line.split()
+        out.append((int(pid), argv))
+    return out
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until process ``pid`` has exited; False if it still runs after ``timeout``."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        return bool(ready)
+    finally:
+        os.close(fd)
