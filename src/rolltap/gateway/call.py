@@ -40,19 +40,36 @@ __all__ = ["ModelCall", "error_response", "relayed_headers"]
 
 _MAX_ERROR_BODY = 4096
 
-#: upstream response headers the gateway sets itself or that only make sense per hop
+#: upstream response headers never relayed: hop-by-hop and framing headers, those the
+#: gateway sets itself, and those about the upstream's own origin (cookies, its transport
+#: and security policy)
 _DROPPED_RESPONSE_HEADERS = frozenset(
     {
         "connection", "keep-alive", "transfer-encoding", "content-length",
         "content-encoding", "content-type", "date", "server", "set-cookie", "upgrade",
-        "trailer", "proxy-authenticate",
+        "trailer", "proxy-authenticate", "alt-svc", "strict-transport-security",
     }
 )  # fmt: skip
+#: CORS answers a browser about the upstream's origin; the harness talks to the gateway,
+#: whose policy it is not (llama-server sends ``Access-Control-Allow-Origin`` on every answer)
+_DROPPED_RESPONSE_PREFIX = "access-control-"
 
 
 def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
-    """Upstream response headers passed to the harness (request ids, rate limits, …)."""
-    return {k: v for k, v in upstream.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS}
+    """Upstream response headers passed to the harness (request ids, rate limits, …).
+
+    Every header but those in :data:`_DROPPED_RESPONSE_HEADERS`, CORS (``Access-Control-*``)
+    and empty ones, which carry nothing and which some clients reject.
+    """
+    out: dict[str, str] = {}
+    for name, value in upstream.items():
+        lower = name.lower()
+        if not value.strip() or lower in _DROPPED_RESPONSE_HEADERS:
+            continue
+        if lower.startswith(_DROPPED_RESPONSE_PREFIX):
+            continue
+        out[name] = value
+    return out
 
 
 def error_response(err: RolltapError, dialect: Dialect | None = None) -> web.Response:

@@ -31,8 +31,9 @@ class PrefixMatch:
 class ConversationIndex:
     _seen: dict[bytes, int] = field(default_factory=dict)
 
-    def match(self, messages: list[Any]) -> PrefixMatch:
-        """Find the longest known conversation that ``messages`` extends, then remember it."""
+    def match(self, messages: list[Any], *, remember: bool = True) -> PrefixMatch:
+        """Find the longest known conversation that ``messages`` extends, then remember it
+        (unless ``remember`` is false: a token count is not part of the conversation)."""
         h = hashlib.sha256()
         best = PrefixMatch(0, None)
         digest = b""
@@ -42,7 +43,7 @@ class ConversationIndex:
             digest = h.digest()
             if digest in self._seen:
                 best = PrefixMatch(i, digest.hex())
-        if messages:
+        if messages and remember:
             self._seen[digest] = len(messages)
         return best
 

@@ -12,23 +12,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
-from rolltap.dialects import anthropic_messages
-from rolltap.dialects.openai_chat import load_json_object
 from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
-from rolltap.gateway.call import ModelCall, relayed_headers
-from rolltap.gateway.rollout import Rollout
+from rolltap.gateway.call import ModelCall
 from rolltap.gateway.server import GATEWAY, SERVER, read_body
+from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
 from rolltap.gateway.tokens import TokenCall
 
 __all__ = ["ESTIMATE_HEADER", "add_harness_routes"]
 
 PREFIX = "/r/{rollout_id}/v1"
-#: set on a count_tokens answer that rolltap estimated rather than the upstream counted
-ESTIMATE_HEADER = "x-rolltap-token-count"
 
 
 async def _read(request: web.Request, dialect: Dialect) -> tuple[dict[str, Any], bytes | None]:
@@ -86,32 +81,6 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
 
     handler.__name__ = f"{name}_call"
     return handler
-
-
-async def count_tokens(request: web.Request) -> web.Response:
-    """Anthropic's token count: the upstream's when it speaks Messages, else an estimate."""
-    gateway, server = request.app[GATEWAY], request.app[SERVER]
-    rollout = server.authenticate(request)
-    body = load_json_object(await read_body(request, gateway.settings.max_body_bytes))
-    if rollout.endpoint.dialect == "messages":
-        return await _upstream_count(request, rollout, body)
-    count = anthropic_messages.estimate_tokens(anthropic_messages.to_canonical(body))
-    return web.json_response({"input_tokens": count}, headers={ESTIMATE_HEADER: "estimate"})
-
-
-async def _upstream_count(
-    request: web.Request, rollout: Rollout, body: dict[str, Any]
-) -> web.Response:
-    body["model"] = rollout.endpoint.model
-    path = "/v1/messages/count_tokens"
-    async with rollout.client.send(
-        path, orjson.dumps(body), request.headers, rollout_id=rollout.id
-    ) as up:
-        raw = await up.read()
-        return web.Response(
-            body=raw, status=up.status, headers=relayed_headers(up.headers),
-            content_type="application/json",
-        )  # fmt: skip
 
 
 async def models(request: web.Request) -> web.Response:

@@ -80,7 +80,8 @@ class Simulator:
     listed as JSON after the marker (see :mod:`rolltap.sim.completions_in`).
 
     Every response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of
-    the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``).
+    the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``), and
+    :attr:`SimConfig.response_headers`.
 
     Per request, ``x-sim-fault: SPEC`` injects one fault instead of ``config.faults``
     (see :mod:`rolltap.sim.config`), and ``x-sim-gate: NAME`` holds the request at
@@ -213,6 +214,7 @@ class Simulator:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         number = next(self._numbers)
         headers = {
+            **self.config.response_headers,
             "x-sim-auth-digest": self._auth_digest(request),
             "x-sim-request-id": f"sim-{number}",
         }

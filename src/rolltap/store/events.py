@@ -31,6 +31,7 @@ class EventKind(StrEnum):
     MODEL_REQUEST = "model_request"
     MODEL_RESPONSE = "model_response"
     MODEL_ERROR = "model_error"
+    TOKEN_COUNT = "token_count"
     HARNESS_OUTPUT = "harness_output"
     REWARD = "reward"
     STATUS = "status"
