@@ -122,9 +122,9 @@ class _Builder:
         return len(self.calls) - 1
 
     def _request(self, seq: int, p: Mapping[str, Any]) -> None:
-        params = p.get("params") or {}
-        messages = list(p.get("messages") or [])
-        dialect = p.get("dialect")
+        params, messages, dialect = p.get("params") or {}, p.get("messages") or [], p.get("dialect")
+        if not isinstance(params, Mapping) or not isinstance(messages, list):
+            raise TypeError("a request payload off its schema")
         call = ModelCall(
             intercept_id=p.get("intercept_id"), dialect=dialect,
             upstream_dialect=p.get("upstream_dialect"), model=params.get("model"),
@@ -157,7 +157,7 @@ class _Builder:
         call.completion_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
         _timing(call, p)
         self._put(Reply(), seq, index)
-        parts = body_entries(p.get("dialect") or call.upstream_dialect, p)
+        parts = body_entries(p)
         self._last_reply = _keys(parts)
         for entry in parts:
             self._put(entry, seq, index)

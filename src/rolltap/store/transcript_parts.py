@@ -144,21 +144,31 @@ def _item_entries(item: Mapping[str, Any]) -> list[Entry]:
     return [Marker(str(kind), _json(dict(item)))]
 
 
-def body_entries(dialect: str | None, payload: Mapping[str, Any]) -> list[Entry]:
+def body_entries(payload: Mapping[str, Any]) -> list[Entry]:
     """The output of a ``model_response`` payload: its ``body`` (in the upstream's
-    dialect, streams folded into body shape) or, without one, its ``message``."""
+    dialect, streams folded into body shape; each dialect's body has its own top-level
+    key) or, without one, its ``message``."""
     body = payload.get("body")
     if not isinstance(body, Mapping):
         message = payload.get("message")
         return _chat_reply(message) if isinstance(message, Mapping) else []
-    if dialect == "chat" or (dialect is None and "choices" in body):
-        choices = body.get("choices") or [{}]
-        first = choices[0] if isinstance(choices[0], Mapping) else {}
-        message = first.get("message")
-        return _chat_reply(message) if isinstance(message, Mapping) else []
-    if dialect == "responses" or (dialect is None and "output" in body):
+    if "choices" in body:
+        return _choice(body.get("choices") or [{}])
+    if "output" in body:
         out: list[Entry] = []
         for item in body.get("output") or ():
             out.extend(_item_entries(item) if isinstance(item, Mapping) else [])
         return out
+    if isinstance(body.get("content"), str):  # llama.cpp /completion (the token client)
+        return [Said("assistant", body["content"])]
     return _blocks("assistant", body.get("content"))
+
+
+def _choice(choices: list[Any]) -> list[Entry]:
+    """A chat answer's message, or a completions answer's text (the token client)."""
+    first = choices[0] if isinstance(choices[0], Mapping) else {}
+    message = first.get("message")
+    if isinstance(message, Mapping):
+        return _chat_reply(message)
+    text = first.get("text")
+    return [Said("assistant", text)] if isinstance(text, str) and text else []
