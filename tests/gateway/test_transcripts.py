@@ -28,6 +28,7 @@ from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
 from rolltap.gateway.recorder import StoreRecorder
+from rolltap.rollouts import Task, evaluate
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 from rolltap.store.transcript import build_transcript
@@ -185,3 +186,23 @@ async def test_sessions_show_prints_the_tool_agent_transcript(
     for line in lines:  # the library's rendering, unwrapped, whatever the terminal width
         assert line.strip() in shown
     assert f"tool result add [{call.calls[0][0]}]: {RESULT}" in shown
+
+
+@pytest.mark.parametrize("harness", ["tool-agent", "messages-tool-agent"])
+async def test_built_in_tool_agents_transcripts(
+    harness: str, sim: Simulator, tmp_path: Path
+) -> None:
+    url = _url(tmp_path)
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model", dialect="chat")
+    task = Task(id="t", prompt="what is 6*7?", info={"regex": "."})
+    result = await evaluate([task], harness=harness, endpoint=endpoint, store=url,
+                            rewards=["regex"])  # fmt: skip
+    lines = await _rendered(tmp_path, result.results[0].session_id or "")
+    text = "\n".join(lines)
+    # the simulator asks for expression "x", which the calculator refuses; the agent's
+    # echo of the call (as Anthropic blocks for messages-tool-agent) is not repeated
+    (call_line,) = _tool_lines(lines, "calculator")
+    assert _arguments(call_line, "calculator") == {"expression": "x"}
+    assert "tool result calculator [" in text
+    assert "]: error: unsupported expression: Name" in text
+    assert "reward 1.0" in text
