@@ -6,7 +6,8 @@ from store.cases_cli import CliCases
 from store.cases_commit import CommitCases
 from store.cases_faults import FaultCases
 from store.cases_forks import ForkCases
+from store.cases_ids import IdCases
 
 
-class TestStore(CommitCases, ForkCases, FaultCases, CliCases):
+class TestStore(CommitCases, ForkCases, FaultCases, CliCases, IdCases):
     """Parametrized over the three backends through the ``store_url`` fixture."""

@@ -171,7 +171,8 @@ def compare_command(
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
-            runs = {rid: await summarize_run(opened, rid) for rid in (run_a, run_b)}
+            ids = [await opened.resolve_run_id(rid) for rid in (run_a, run_b)]  # or prefixes
+            runs = {rid: await summarize_run(opened, rid) for rid in ids}
         if as_json:
             sys.stdout.write(orjson.dumps(runs, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:

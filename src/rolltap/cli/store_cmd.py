@@ -5,6 +5,7 @@ Every command takes ``--store URL`` (default ``ROLLTAP_STORE``, else ``sqlite://
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -12,15 +13,16 @@ from typing import Annotated, Any, Literal
 
 import orjson
 import typer
-from rich.table import Table
 
 from rolltap.cli.common import console, err_console, run_async
 from rolltap.cli.eval_cmd import compare_command
+from rolltap.cli.tables import Column, fitted_table
 from rolltap.store import Store, resolve_store_url, upgrade
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.reader import reading
 from rolltap.store.token_export import TokenExport, export_tokens
-from rolltap.store.transcript import describe
+from rolltap.store.transcript import build_transcript
+from rolltap.store.transcript_text import render_lines
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url
 
 __all__ = ["register"]
@@ -58,7 +60,9 @@ def db_upgrade(store: StoreOpt = None) -> None:
 
 def sessions_list(
     store: StoreOpt = None,
-    run: Annotated[str | None, typer.Option("--run", help="Only this run's sessions.")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Only this run's sessions (id or prefix).")
+    ] = None,
     status: Annotated[str | None, typer.Option("--status", help="Only this status.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
     as_json: JsonOpt = False,
@@ -67,7 +71,8 @@ def sessions_list(
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
-            items = await opened.list_sessions(run, status, limit=limit)
+            run_id = None if run is None else await opened.resolve_run_id(run)
+            items = await opened.list_sessions(run_id, status, limit=limit)
         if as_json:
             _print_json([s.to_dict() for s in items])
         else:
@@ -81,34 +86,45 @@ def _print_json(docs: list[dict[str, Any]]) -> None:
         typer.echo(orjson.dumps(doc).decode())
 
 
+_SESSION_COLUMNS: tuple[Column, ...] = (
+    Column("session", ident=True), Column("run", ident=True), Column("status"),
+    Column("reward", drop=1), Column("events", drop=2), Column("user", drop=3),
+    Column("fork of", ident=True, drop=4), Column("updated", drop=5),
+)  # fmt: skip
+
+
 def _print_sessions(items: list[SessionInfo]) -> None:
-    table = Table("session", "run", "user", "status", "events", "reward", "fork of", "updated")
-    for s in items:
-        fork = f"{s.parent_id}@{s.fork_at}" if s.parent_id else ""
-        table.add_row(
-            s.id, s.run_id, s.user or "", s.status, str(s.n_events), _reward(s.reward), fork,
-            _when(s.updated_at),
-        )  # fmt: skip
-    console.print(table)
+    rows = [
+        [s.id, s.run_id, s.status, _reward(s.reward), str(s.n_events), s.user or "",
+         f"{s.parent_id}@{s.fork_at}" if s.parent_id else "", _when(s.updated_at)]
+        for s in items
+    ]  # fmt: skip
+    columns, title = _SESSION_COLUMNS, None
+    if len({s.run_id for s in items}) == 1:  # one run: named once, above the table
+        columns, title = (columns[0], *columns[2:]), f"run {items[0].run_id}"
+        rows = [[row[0], *row[2:]] for row in rows]
+    console.print(fitted_table(console, columns, rows, title=title))
 
 
 def sessions_show(
     session_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreOpt = None
 ) -> None:
-    """Print a session's transcript, one line per event (a fork's inherited prefix first)."""
+    """Print a session's transcript: each model call's new messages, tool calls and
+    results, reasoning, its answer or error, usage and timing (a fork's inherited
+    prefix first). ID: a session id or a unique prefix of at least 4 characters."""
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
-            info = await opened.get_session(session_id)
-            history = await opened.events(session_id)
+            full_id = await opened.resolve_session_id(session_id)
+            info = await opened.get_session(full_id)
+            history = await opened.events(full_id)
         fork = f", fork of {info.parent_id} at {info.fork_at}" if info.parent_id else ""
         console.print(
             f"[bold]session {info.id}[/bold] run {info.run_id} user {info.user or '-'} "
             f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}",
             highlight=False,
         )
-        for event in history:
-            line = f"{event.seq:>5} {_when(event.ts)} {event.kind:<15} {describe(event)}"
+        for line in render_lines(build_transcript(history)):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     run_async(main())
@@ -117,8 +133,10 @@ def sessions_show(
 def sessions_export(
     output: Annotated[str, typer.Option("-o", "--output", help="JSONL file; - for stdout.")],
     store: StoreOpt = None,
-    run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Only this session.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run (id or prefix).")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session (id or prefix).")
+    ] = None,
     fmt: Annotated[
         Literal["jsonl", "tokens"],
         typer.Option(
@@ -136,12 +154,14 @@ def sessions_export(
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
+            run_id = None if run is None else await opened.resolve_run_id(run)
+            session_id = None if session is None else await opened.resolve_session_id(session)
             dest = sys.stdout.buffer if output == "-" else Path(output)
             if fmt == "tokens":
                 async with reading(opened.engine) as conn:
-                    _report_tokens(await export_tokens(conn, dest, run=run, session=session))
+                    _report_tokens(await export_tokens(conn, dest, run=run_id, session=session_id))
                 return
-            count = await opened.export_jsonl(dest, run=run, session=session)
+            count = await opened.export_jsonl(dest, run=run_id, session=session_id)
         err_console.print(f"exported {count} session(s)")
 
     run_async(main())
@@ -186,14 +206,20 @@ def runs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     run_async(main())
 
 
+_RUN_COLUMNS = (
+    Column("run", ident=True), Column("name", drop=2), Column("sessions", drop=4),
+    Column("finished", drop=5), Column("failed", drop=3), Column("mean reward", drop=1),
+    Column("created", drop=6),
+)  # fmt: skip
+
+
 def _print_runs(items: list[RunInfo]) -> None:
-    table = Table("run", "name", "sessions", "finished", "failed", "mean reward", "created")
-    for r in items:
-        table.add_row(
-            r.id, r.name or "", str(r.n_sessions), str(r.n_finished), str(r.n_failed),
-            _reward(r.mean_reward), _when(r.created_at),
-        )  # fmt: skip
-    console.print(table)
+    rows = [
+        [r.id, r.name or "", str(r.n_sessions), str(r.n_finished), str(r.n_failed),
+         _reward(r.mean_reward), _when(r.created_at)]
+        for r in items
+    ]  # fmt: skip
+    console.print(fitted_table(console, _RUN_COLUMNS, rows))
 
 
 def runs_delete(
@@ -204,16 +230,43 @@ def runs_delete(
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a run with its sessions and their events."""
-    if not yes:
-        typer.confirm(f"Delete run {run_id} and all its sessions?", abort=True)
+    """Delete a run with its sessions and their events (RUN: an id or a unique prefix)."""
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
-            count = await opened.delete_run(run_id, cascade=cascade)
-        console.print(f"deleted run {run_id} ({count} session(s))")
+            full_id = await opened.resolve_run_id(run_id)
+            if not yes:
+                await _confirm(f"Delete run {full_id} and all its sessions?")
+            count = await opened.delete_run(full_id, cascade=cascade)
+        console.print(f"deleted run {full_id} ({count} session(s))")
 
     run_async(main())
+
+
+def sessions_delete(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    store: StoreOpt = None,
+    cascade: Annotated[
+        bool, typer.Option("--cascade", help="Also delete the sessions forked from it.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session and its events (ID: an id or a unique prefix)."""
+
+    async def main() -> None:
+        async with await Store.open(resolve_store_url(store), create=False) as opened:
+            full_id = await opened.resolve_session_id(session_id)
+            if not yes:
+                await _confirm(f"Delete session {full_id}?")
+            deleted = await opened.delete_session(full_id, cascade=cascade)
+        console.print(f"deleted session {full_id} ({len(deleted) - 1} fork(s))")
+
+    run_async(main())
+
+
+async def _confirm(question: str) -> None:
+    # the prompt blocks on the terminal: off the loop, with the store kept open
+    await asyncio.to_thread(typer.confirm, question, abort=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -225,6 +278,7 @@ def register(app: typer.Typer) -> None:
     sessions.command("show")(sessions_show)
     sessions.command("export")(sessions_export)
     sessions.command("import")(sessions_import)
+    sessions.command("delete")(sessions_delete)
     runs = typer.Typer(help="Runs (named batches of sessions) in the store.", no_args_is_help=True)
     runs.command("list")(runs_list)
     runs.command("delete")(runs_delete)

@@ -221,6 +221,7 @@ async def resume(
 ) -> RunResult:
     """Rerun every rollout of ``run_id`` that did not finish (see :func:`plan_resume`)."""
     async with await Store.open(store) as opened:
+        run_id = await opened.resolve_run_id(run_id)  # a unique prefix will do
         info = await opened.get_run(run_id)
     stored = info.config.get("run")
     if not isinstance(stored, dict):

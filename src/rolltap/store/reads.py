@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.store import export, reader
 from rolltap.store.events import Event, EventLog
+from rolltap.store.ids import resolve_id
 from rolltap.store.models import RunInfo, SessionInfo
+from rolltap.store.schema import runs, sessions
 
 __all__ = ["StoreReads"]
 
@@ -70,6 +72,25 @@ class StoreReads:
         """
         async with reader.reading(self._engine) as conn:
             return await reader.list_runs(conn)
+
+    async def resolve_run_id(self, prefix: str) -> str:
+        """The run whose id is ``prefix`` or, for 4 or more characters, starts with it.
+
+        StoreNotFoundError if none; :class:`~rolltap.errors.AmbiguousIdError` (with
+        up to 10 ``candidates``) if several runs start with it and none is it exactly.
+
+        >>> # run = await store.get_run(await store.resolve_run_id("7ba5b25"))
+        """
+        async with reader.reading(self._engine) as conn:
+            return await resolve_id(conn, runs, prefix, "run")
+
+    async def resolve_session_id(self, prefix: str) -> str:
+        """The session whose id is ``prefix`` or starts with it (as :meth:`resolve_run_id`).
+
+        >>> # events = await store.events(await store.resolve_session_id("ro_3f2a"))
+        """
+        async with reader.reading(self._engine) as conn:
+            return await resolve_id(conn, sessions, prefix, "session")
 
     async def export_jsonl(
         self, dest: str | Path | IO[bytes], *, run: str | None = None, session: str | None = None

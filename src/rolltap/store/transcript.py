@@ -1,76 +1,189 @@
-"""A readable, one-line-per-event rendering of a session's history.
+"""A session's transcript, built from its events, for every harness and upstream dialect.
+
+Request events store only the messages past the conversation already recorded
+(README "Events"), so reading them in order yields each message once — except the
+model's own reply, which the next request repeats: a request's leading assistant turn
+that repeats the previous reply (or part of it) is dropped; one that differs is the
+harness's own edit and is shown.
 
 >>> from rolltap.store.events import Event
->>> describe(Event(0, "model_error", 0.0, {"code": "upstream_timeout", "status": 504,
-...     "message": "no answer"}))
-'✗ 504 upstream_timeout: no answer'
+>>> t = build_transcript([
+...     Event(0, "model_request", 0.0, {"intercept_id": "i1", "dialect": "chat",
+...           "messages": [{"role": "user", "content": "2+2?"}], "params": {}}),
+...     Event(1, "model_error", 0.0, {"intercept_id": "i1", "code": "upstream_timeout",
+...           "status": 504, "message": "no answer"})])
+>>> [e.kind for e in t.entries], t.calls[0].error_code
+(['request', 'said', 'error'], 'upstream_timeout')
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from rolltap.store.events import Event
+from rolltap.store.transcript_model import (
+    CallError,
+    Entry,
+    Marker,
+    ModelCall,
+    Reply,
+    Request,
+    Said,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
+from rolltap.store.transcript_parts import body_entries, message_entries, system_entries
 
-__all__ = ["describe", "text_of"]
+__all__ = ["build_transcript"]
 
-_WIDTH = 240
-
-
-def _clip(text: str, width: int = _WIDTH) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def text_of(content: Any) -> str:
-    """The text of a message content: a string, or a list of parts (OpenAI, Anthropic)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [text_of(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content]
-        return " ".join(p for p in parts if p)
-    return "" if content is None else orjson.dumps(content).decode()
-
-
-def _request(p: Mapping[str, Any]) -> str:
-    messages = p.get("messages") or []
-    said = " | ".join(f"{m.get('role', '?')}: {text_of(m.get('content'))}" for m in messages)
-    stream = " stream" if p.get("stream") else ""
-    return f"→ {p.get('dialect', '')}{stream} +{len(messages)} msg: {said}"
+_OUTPUT_ITEMS = ("function_call", "reasoning")
+_MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 
 
-def _response(p: Mapping[str, Any]) -> str:
-    message = p.get("message")
-    if message is None and isinstance(p.get("body"), dict):
-        choices = p["body"].get("choices") or [{}]
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    text = text_of(message.get("content")) if isinstance(message, dict) else ""
-    usage = p.get("usage") or {}
-    tokens = usage.get("completion_tokens", usage.get("output_tokens"))
-    extra = f" [{p.get('finish_reason')}, {tokens} tok]" if tokens is not None else ""
-    return f"← {p.get('status', '')}{extra}: {text}"
+def build_transcript(events: Iterable[Event]) -> Transcript:
+    """The transcript of a session's history (a fork's inherited prefix included)."""
+    builder = _Builder()
+    for event in events:
+        builder.add(event)
+    return Transcript(tuple(builder.entries), tuple(builder.calls))
 
 
-_BY_KIND: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "model_request": _request,
-    "model_response": _response,
-    "model_error": lambda p: f"✗ {p.get('status', '')} {p.get('code', '')}: {p.get('message', '')}",
-    "harness_output": lambda p: f"{p.get('stream', 'output')}> {p.get('text', '')}",
-    "reward": lambda p: f"reward {p.get('reward')}",
-    "status": lambda p: f"status {p.get('status')} {p.get('reason') or ''}",
-    "note": lambda p: f"note {p.get('text', '')}",
-}
+def _key(entry: Entry) -> tuple[str, ...] | None:
+    """What must match for a request's assistant turn to be the previous reply's echo."""
+    if isinstance(entry, Said):
+        return ("said", entry.role, entry.text.strip())
+    if isinstance(entry, ToolCall):
+        try:
+            args = orjson.dumps(orjson.loads(entry.arguments), option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONDecodeError:
+            args = entry.arguments.encode()
+        return ("tool_call", entry.name, args.decode())
+    return None  # reasoning is often not sent back; it does not decide
 
 
-def describe(event: Event, width: int = _WIDTH) -> str:
-    """One line saying what ``event`` records (unknown kinds: their JSON payload)."""
-    render = _BY_KIND.get(event.kind)
-    if render is None:
-        return _clip(f"{event.kind} {orjson.dumps(dict(event.payload)).decode()}", width)
-    try:
-        return _clip(render(event.payload), width)
-    except (AttributeError, TypeError, KeyError, IndexError):  # a payload off its schema
-        return _clip(f"{event.kind} {orjson.dumps(dict(event.payload)).decode()}", width)
+def _keys(entries: Iterable[Entry]) -> list[tuple[str, ...]]:
+    return [k for k in map(_key, entries) if k is not None]
+
+
+def _within(echo: list[tuple[str, ...]], reply: list[tuple[str, ...]]) -> bool:
+    """Whether ``echo`` is ``reply`` with some parts left out (harnesses often drop the
+    text beside tool calls when they send a reply back), nothing changed or added."""
+    rest = iter(reply)
+    return bool(reply) and all(key in rest for key in echo)
+
+
+def _is_output(message: Any) -> bool:
+    return isinstance(message, Mapping) and (
+        message.get("role") == "assistant" or message.get("type") in _OUTPUT_ITEMS
+    )
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.calls: list[ModelCall] = []
+        self._by_intercept: dict[str, int] = {}
+        self._last_reply: list[tuple[str, ...]] = []
+        self._tool_names: dict[str, str] = {}
+        self._system: str | None = None
+
+    def add(self, event: Event) -> None:
+        p = event.payload
+        try:
+            if event.kind == "model_request":
+                self._request(event.seq, p)
+            elif event.kind == "model_response":
+                self._response(event.seq, p)
+            elif event.kind == "model_error":
+                self._error(event.seq, p)
+            else:
+                self._put(_marker(event), event.seq, None)
+        except _MALFORMED:  # a payload off its schema: shown as stored
+            self._put(Marker(event.kind, orjson.dumps(dict(p)).decode()), event.seq, None)
+
+    def _put(self, entry: Entry, seq: int, call: int | None) -> None:
+        if isinstance(entry, ToolCall) and entry.call_id:
+            self._tool_names[entry.call_id] = entry.name
+        if isinstance(entry, ToolResult) and entry.name is None and entry.call_id:
+            entry = replace(entry, name=self._tool_names.get(entry.call_id))
+        self.entries.append(replace(entry, seq=seq, call=call))
+
+    def _call(self, p: Mapping[str, Any]) -> int:
+        """The call a response or error answers (a new one if its request is missing)."""
+        found = self._by_intercept.get(str(p.get("intercept_id")))
+        if found is not None:
+            return found
+        self.calls.append(ModelCall(intercept_id=p.get("intercept_id")))
+        return len(self.calls) - 1
+
+    def _request(self, seq: int, p: Mapping[str, Any]) -> None:
+        params, messages, dialect = p.get("params") or {}, p.get("messages") or [], p.get("dialect")
+        if not isinstance(params, Mapping) or not isinstance(messages, list):
+            raise TypeError("a request payload off its schema")
+        call = ModelCall(
+            intercept_id=p.get("intercept_id"), dialect=dialect,
+            upstream_dialect=p.get("upstream_dialect"), model=params.get("model"),
+            stream=bool(p.get("stream")), new_messages=len(messages),
+            prefix_messages=int(p.get("prefix_messages") or 0),
+        )  # fmt: skip
+        index = len(self.calls)
+        self.calls.append(call)
+        self._by_intercept[str(call.intercept_id)] = index
+        self._put(Request(), seq, index)
+        for entry in system_entries(dialect, params):
+            if isinstance(entry, Said) and entry.text != self._system:
+                self._system = entry.text
+                self._put(entry, seq, index)
+        lead = next((i for i, m in enumerate(messages) if not _is_output(m)), len(messages))
+        echo = [e for m in messages[:lead] for e in message_entries(dialect, m)]
+        rest = [e for m in messages[lead:] for e in message_entries(dialect, m)]
+        if not echo or not _within(_keys(echo), self._last_reply):
+            rest = echo + rest
+        self._last_reply = []
+        for entry in rest:
+            self._put(entry, seq, index)
+
+    def _response(self, seq: int, p: Mapping[str, Any]) -> None:
+        index = self._call(p)
+        call = self.calls[index]
+        call.status, call.finish_reason = p.get("status"), p.get("finish_reason")
+        usage = p.get("usage") or {}
+        call.prompt_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
+        call.completion_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+        _timing(call, p)
+        self._put(Reply(), seq, index)
+        parts = body_entries(p)
+        self._last_reply = _keys(parts)
+        for entry in parts:
+            self._put(entry, seq, index)
+
+    def _error(self, seq: int, p: Mapping[str, Any]) -> None:
+        index = self._call(p)
+        call = self.calls[index]
+        call.status, call.error_code = p.get("status"), str(p.get("code", "error"))
+        _timing(call, p)
+        self._put(CallError(call.error_code, str(p.get("message", "")), call.status), seq, index)
+
+
+def _timing(call: ModelCall, p: Mapping[str, Any]) -> None:
+    timing = p.get("timing") or {}
+    call.ttfc_ms, call.total_ms = timing.get("ttfc_ms"), timing.get("total_ms")
+
+
+def _marker(event: Event) -> Marker:
+    p = event.payload
+    if event.kind == "harness_output":
+        return Marker(str(p.get("stream", "output")), str(p.get("text", "")))
+    if event.kind == "reward":
+        return Marker("reward", str(p.get("reward")))
+    if event.kind == "status":
+        reason = p.get("reason")
+        return Marker("status", f"{p.get('status')}{f' ({reason})' if reason else ''}")
+    if event.kind == "note":
+        return Marker("note", str(p.get("text", "")))
+    return Marker(event.kind, orjson.dumps(dict(p)).decode())

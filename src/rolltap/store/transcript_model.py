@@ -1,0 +1,152 @@
+"""The transcript's data types: what a session's events say, in reading order.
+
+A :class:`Transcript` is built from a session's events by
+:func:`rolltap.store.transcript.build_transcript`; ``rolltap sessions show`` renders it
+as text (:func:`rolltap.store.transcript_text.render_lines`) and a viewer may render the
+same entries as HTML. Each entry names the event it came from (``seq``) and, when it
+belongs to a model call, that call's index in :attr:`Transcript.calls` (``call``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "CallError",
+    "Entry",
+    "Marker",
+    "ModelCall",
+    "Reasoning",
+    "Reply",
+    "Request",
+    "Said",
+    "ToolCall",
+    "ToolResult",
+    "Transcript",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A message's text: ``role`` is ``system``, ``developer``, ``user`` or ``assistant``."""
+
+    kind: ClassVar[str] = "said"
+    role: str
+    text: str
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Reasoning the model showed (chat ``reasoning_content``, Anthropic thinking,
+    Responses reasoning summaries); ``redacted`` when only an opaque form was returned."""
+
+    kind: ClassVar[str] = "reasoning"
+    text: str
+    redacted: bool = False
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asked for tool ``name`` with ``arguments`` (JSON text, as sent)."""
+
+    kind: ClassVar[str] = "tool_call"
+    name: str
+    arguments: str
+    call_id: str | None = None
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What the harness answered to tool call ``call_id`` (``name``: that call's tool)."""
+
+    kind: ClassVar[str] = "tool_result"
+    text: str
+    call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Model call ``call`` starts: what follows up to its :class:`Reply` is its new input."""
+
+    kind: ClassVar[str] = "request"
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Model call ``call`` answered: what follows is its output."""
+
+    kind: ClassVar[str] = "reply"
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallError:
+    """Model call ``call`` failed: the harness got HTTP ``status`` with rolltap ``code``."""
+
+    kind: ClassVar[str] = "error"
+    code: str
+    message: str
+    status: int | None = None
+    seq: int = -1
+    call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """Any other event: ``label`` is ``stdout``/``stderr``/``result`` (harness output),
+    ``reward``, ``status``, ``note``, or an unknown event's kind."""
+
+    kind: ClassVar[str] = "marker"
+    label: str
+    text: str
+    seq: int = -1
+    call: int | None = None
+
+
+Entry = Said | Reasoning | ToolCall | ToolResult | Request | Reply | CallError | Marker
+
+
+@dataclass(slots=True)
+class ModelCall:
+    """One intercepted model call: how it was sent and how it went."""
+
+    intercept_id: str | None = None
+    #: the harness's dialect and the upstream's (they differ when the gateway translates)
+    dialect: str | None = None
+    upstream_dialect: str | None = None
+    model: str | None = None
+    stream: bool = False
+    #: messages recorded on the request (those past the prefix already recorded)
+    new_messages: int = 0
+    #: how many messages of an earlier request this one repeated unchanged
+    prefix_messages: int = 0
+    #: the HTTP status the harness received (answer or error); None while unanswered
+    status: int | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttfc_ms: float | None = None
+    total_ms: float | None = None
+    error_code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A session's history as entries in event order, with its model calls."""
+
+    entries: tuple[Entry, ...]
+    calls: tuple[ModelCall, ...]
