@@ -112,12 +112,17 @@ def test_other_events_and_malformed_payloads_are_shown_as_stored() -> None:
         ("model_request", {"intercept_id": "i1", "messages": "not a list"}),
         ("harness_output", {"stream": "stderr", "text": "warning"}),
         ("reward", {"reward": 0.5}),
-        ("status", {"status": "limit_reached", "reason": "max_turns"}),
+        ("status", {"status": "limit_reached", "error": None, "limit": "max_turns"}),
         ("custom", {"a": 1}),
+        ("token_count", {"status": 200, "input_tokens": 12, "source": "estimate"}),
+        ("token_count", {"status": 502, "error": {"code": "upstream_unreachable",
+                                                   "message": "refused"}}),
+        ("status", {"status": "error", "error": "upstream_unreachable", "limit": None}),
     ))  # fmt: skip
     lines = render_lines(t)
     assert lines[0].startswith("   0 model_request {")
     assert [line.strip() for line in lines[1:]] == [
         "1 stderr> warning", "2 reward 0.5", "3 status limit_reached (max_turns)",
-        '4 custom {"a":1}',
+        '4 custom {"a":1}', "5 token_count 12 input tokens (estimate)",
+        "6 token_count 502 [upstream_unreachable] refused", "7 status error (upstream_unreachable)",
     ]  # fmt: skip

@@ -182,8 +182,18 @@ def _marker(event: Event) -> Marker:
     if event.kind == "reward":
         return Marker("reward", str(p.get("reward")))
     if event.kind == "status":
-        reason = p.get("reason")
+        reason = p.get("limit") or p.get("error")
         return Marker("status", f"{p.get('status')}{f' ({reason})' if reason else ''}")
     if event.kind == "note":
         return Marker("note", str(p.get("text", "")))
+    if event.kind == "token_count":
+        return Marker("token_count", _token_count(p))
     return Marker(event.kind, orjson.dumps(dict(p)).decode())
+
+
+def _token_count(p: Mapping[str, Any]) -> str:
+    error = p.get("error")
+    if isinstance(error, Mapping):
+        return f"{p.get('status')} [{error.get('code')}] {error.get('message', '')}"
+    source = " (estimate)" if p.get("source") == "estimate" else ""
+    return f"{p.get('input_tokens')} input tokens{source}"
