@@ -125,3 +125,36 @@ def test_the_local_model_dies_with_its_gateway(
         finally:
             proc.kill()
     assert wait_gone(server, 10)
+
+
+def test_a_killed_watchdog_is_replaced_with_every_group_it_knew() -> None:
+    code = textwrap.dedent(
+        """
+        import os, signal, subprocess, time
+        from rolltap.proc import guard, prepare
+        from rolltap.proc.guard import watchdog_pid
+        def start():
+            child = subprocess.Popen(
+                ["sleep", "300"], start_new_session=True, preexec_fn=prepare(),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            guard(child.pid)
+            return child.pid
+        first = start()
+        old = watchdog_pid()
+        os.kill(old, signal.SIGKILL)
+        os.waitpid(old, 0)
+        second = start()  # the write finds the pipe broken: a new watchdog takes both
+        print(first, second, watchdog_pid(), flush=True)
+        time.sleep(300)
+        """
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        first, second, watchdog = (int(p) for p in proc.stdout.readline().split())
+        os.kill(second, 0)  # started and running, not killed by the dead watchdog's pipe
+        proc.kill()
+    try:
+        assert wait_gone(first, 10) and wait_gone(second, 10)
+    finally:
+        _kill_left(first, second, watchdog)

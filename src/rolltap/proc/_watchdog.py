@@ -1,7 +1,7 @@
 """The watchdog process: kills the process groups it was told about once its parent dies.
 
 Run by path with ``python -I -S`` (no package import: it must start in milliseconds and
-hold no memory). Its stdin is the read end of a pipe whose only write end the parent
+hold no memory). Its stdin is one end of a socket pair whose other end only the parent
 holds; the parent writes ``+PGID`` when it starts a child group and ``-PGID`` when that
 group is gone. EOF on stdin means the parent exited, however it exited (SIGKILL
 included): every group still registered gets SIGTERM, then SIGKILL after a grace period.
