@@ -54,7 +54,7 @@ class _Watchdog:
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_SCRIPT)],
-                stdin=theirs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True,
             )  # fmt: skip
         self._sock, self._owner = ours, os.getpid()
