@@ -52,6 +52,8 @@ class Supervisor:
         self.recent = RecentResults()
         self.statuses: Counter[str] = Counter()
         self.rejected = 0
+        #: rollouts whose store writes failed (the CLI exits 1 after such a run)
+        self.commit_failures = 0
         self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -193,18 +195,23 @@ class Supervisor:
     def cancel_all(self) -> int:
         return sum(self.cancel(job_id) for job_id in list(self.jobs))
 
-    async def drain(self, grace_s: float | None = None) -> None:
-        """Admit nothing more; let rollouts finish for ``grace_s``, then cancel the rest."""
+    async def drain(self, grace_s: float | None = None) -> bool:
+        """Admit nothing more; let rollouts finish for ``grace_s``, then cancel the rest.
+
+        True when nothing was left to cancel at the deadline (what was cancelled by
+        :meth:`cancel_all` meanwhile, a second signal's, counts as finished).
+        """
         self.draining = True
         grace_s = self.config.drain_timeout_s if grace_s is None else grace_s
         if await self._wait_idle(grace_s):
-            return
+            return True
         self.cancel_all()
         if await self._wait_idle(CANCEL_GRACE_S):
-            return
+            return False
         for handle in {job.worker for job in self.jobs.values()}:
             self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
         await self._idle.wait()
+        return False
 
     async def _wait_idle(self, limit_s: float) -> bool:
         try:
@@ -242,6 +249,7 @@ class Supervisor:
         except StoreError as err:
             log.warning("could not store %s for %s: %s", status, job.id, err)
             errors[job.id] = err.message
+            self.commit_failures += 1
 
     def _resolve(self, job: Job, result: dict[str, Any]) -> None:
         if job.done:
@@ -253,6 +261,8 @@ class Supervisor:
         full["worker"] = job.worker.index
         self.recent.add(full)
         self.statuses[str(full.get("status"))] += 1
+        # a store error code (store_error, store_busy, …): the rollout's commit failed
+        self.commit_failures += str(full.get("error_code") or "").startswith("store")
         job.batch.deliver(full)
         if job.batch.finished:
             self.batches.pop(job.batch.id, None)
