@@ -71,6 +71,22 @@ def test_usage_errors_are_one_line_and_a_hint(args: list[str], names: str) -> No
 
 
 @pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["gateway", "--endpoint", "notaurl", "--model", "m"], "--endpoint: "),
+        (["serve", "--endpoint", "notaurl", "--model", "m"], "--endpoint: "),
+        (["serve", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", "--workers", "0"],
+         "workers: "),
+        (["gateway", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", "--multiplex", "0"],
+         "multiplex: "),
+        (["serve", "--config", "nope.toml"], "nope.toml"),
+    ],
+)  # fmt: skip
+def test_other_commands_report_config_mistakes_alike(args: list[str], names: str) -> None:
+    assert names in assert_one_line_error(rolltap(*args), 2, "invalid_config")
+
+
+@pytest.mark.parametrize(
     ("url", "driver", "extra"),
     [
         ("postgresql://127.0.0.1:5432/test", "asyncpg", "postgres"),

@@ -15,9 +15,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
-from rolltap.errors import RolltapError, UsageError
+from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError, RolltapError, UsageError
+from rolltap.rollouts.config import describe_errors
 
 __all__ = [
     "EXIT_FAILED",
@@ -27,6 +30,7 @@ __all__ = [
     "Interrupts",
     "UntilSignalled",
     "console",
+    "endpoint_from_flags",
     "err_console",
     "exit_code_of",
     "fail",
@@ -71,6 +75,14 @@ def fail(err: RolltapError) -> NoReturn:
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def endpoint_from_flags(**fields: Any) -> EndpointConfig:
+    """An endpoint from a command's flags; a bad value is a ConfigError naming its flag."""
+    try:
+        return EndpointConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid endpoint: {describe_errors(exc, flags=True)}") from exc
 
 
 class Interrupts:

@@ -14,6 +14,7 @@ from rolltap.cli.common import (
     Interrupts,
     UntilSignalled,
     console,
+    endpoint_from_flags,
     print_error,
     run_async,
 )
@@ -134,7 +135,7 @@ def gateway(
     if endpoint is not None:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
-        ep = EndpointConfig(
+        ep = endpoint_from_flags(
             base_url=endpoint,
             model=model,
             api_key_env=api_key_env,

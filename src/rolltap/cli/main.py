@@ -6,9 +6,11 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from rolltap.cli.common import EXIT_SIGINT, exit_code_of, print_error
+from rolltap.cli.common import EXIT_SIGINT, EXIT_USAGE, exit_code_of, print_error
 from rolltap.errors import RolltapError
+from rolltap.rollouts.config import describe_errors
 
 __all__ = ["app", "main", "register_commands"]
 
@@ -75,7 +77,11 @@ def main(args: list[str] | None = None) -> None:
     except typer.Abort:
         code = EXIT_SIGINT
     except RolltapError as err:
-        # raised outside a command's run_async (e.g. while merging flags over --config)
+        # raised outside a command's run_async (e.g. while checking its flags)
         print_error(err.code, err.message)
         code = exit_code_of(err)
+    except ValidationError as exc:
+        # a model built from flags that no command translated: still one line, exit 2
+        print_error("invalid_config", describe_errors(exc))
+        code = EXIT_USAGE
     sys.exit(code if isinstance(code, int) else 0)

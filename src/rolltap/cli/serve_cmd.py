@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from rolltap.cli.common import EXIT_FAILED, EXIT_OK, console, print_error, run_async
+from rolltap.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    endpoint_from_flags,
+    print_error,
+    run_async,
+)
 from rolltap.config import EndpointConfig
 from rolltap.local import LocalModel
 from rolltap.serve import TOKEN_ENV, ServeConfig, Service
@@ -90,7 +97,7 @@ def serve(
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         values["endpoints"] = [
-            EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
+            endpoint_from_flags(base_url=endpoint, model=model, api_key_env=api_key_env)
         ]
     run_async(_serve(values, config))
 

@@ -115,6 +115,7 @@ class RunConfig(BaseModel):
 _FLAGS = {
     "n": "-n", "r": "-r", "c": "-c", "rewards": "--reward",
     "limits.timeout_s": "--timeout", "sampling.max_tokens": "--sample-max-tokens",
+    "base_url": "--endpoint",
 }  # fmt: skip
 
 
