@@ -9,8 +9,10 @@ from rich.console import Console
 
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts.compare import summarize_run
 from rolltap.rollouts.report import ProgressReporter, render_summary
 from rolltap.sim import SimConfig, Simulator
+from rolltap.store import Store
 
 
 async def test_failed_rollouts_are_counted_by_error_code(sim: Simulator, tmp_path: Path) -> None:
@@ -29,6 +31,11 @@ async def test_failed_rollouts_are_counted_by_error_code(sim: Simulator, tmp_pat
     errors = raising.summary["errors"]
     assert list(errors) == ["harness_error"] and errors["harness_error"]["count"] == 2
     assert errors["harness_error"]["first_message"].startswith("RuntimeError: harness bug on t")
+    async with await Store.open(url) as store:  # `runs compare` rebuilds the same counts
+        for run in (raising, failing):
+            stored = (await summarize_run(store, run.run_id))["errors"]
+            counts = {code: entry["count"] for code, entry in stored.items()}
+            assert counts == {code: e["count"] for code, e in run.summary["errors"].items()}
     out = io.StringIO()
     render_summary(Console(file=out, width=200), failing.run_id, failing.summary)
     assert "error upstream_http_error" in out.getvalue() and "× 3" in out.getvalue()
