@@ -8,9 +8,10 @@ from pathlib import Path
 from rich.console import Console
 
 from rolltap.config import EndpointConfig
-from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts import RunResult, Task, evaluate
 from rolltap.rollouts.compare import summarize_run
 from rolltap.rollouts.report import ProgressReporter, render_summary
+from rolltap.rollouts.results import RolloutResult
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 
@@ -56,3 +57,14 @@ def test_the_progress_line_names_the_stage_before_the_plan() -> None:
         progress.stage("starting the local model…")
         progress.plan("ro_1", 4)
     assert out.getvalue().splitlines() == ["starting the local model…", "run ro_1: 4 rollouts"]
+
+
+def test_ok_needs_one_success_and_no_failed_commit() -> None:
+    done = RolloutResult("t", 0, "s0", "completed")
+    capped = RolloutResult("t", 1, "s1", "limit_reached")
+    unstored = RolloutResult("t", 2, "s2", "error", error_code="store_error", commit_failed=True)
+    failed = RolloutResult("t", 3, "s3", "failed", error_code="harness_error")
+    assert RunResult("r", [done, failed], {}).ok
+    assert RunResult("r", [capped], {}).ok
+    assert not RunResult("r", [done, unstored], {}).ok
+    assert not RunResult("r", [failed], {}).ok
