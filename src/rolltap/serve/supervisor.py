@@ -51,9 +51,7 @@ class Supervisor:
         self.jobs: dict[str, Job] = {}
         self.recent = RecentResults()
         self.statuses: Counter[str] = Counter()
-        self.rejected = 0
-        #: rollouts whose store writes failed (the CLI exits 1 after such a run)
-        self.commit_failures = 0
+        self.rejected = self.commit_failures = 0  # commit_failures: rollouts left unstored
         self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -196,21 +194,16 @@ class Supervisor:
         return sum(self.cancel(job_id) for job_id in list(self.jobs))
 
     async def drain(self, grace_s: float | None = None) -> bool:
-        """Admit nothing more; let rollouts finish for ``grace_s``, then cancel the rest.
-
-        True when nothing was left to cancel at the deadline (what was cancelled by
-        :meth:`cancel_all` meanwhile, a second signal's, counts as finished).
-        """
+        """Admit nothing more, wait ``grace_s``, cancel the rest; False if any were left."""
         self.draining = True
         grace_s = self.config.drain_timeout_s if grace_s is None else grace_s
         if await self._wait_idle(grace_s):
             return True
         self.cancel_all()
-        if await self._wait_idle(CANCEL_GRACE_S):
-            return False
-        for handle in {job.worker for job in self.jobs.values()}:
-            self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
-        await self._idle.wait()
+        if not await self._wait_idle(CANCEL_GRACE_S):
+            for handle in {job.worker for job in self.jobs.values()}:
+                self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
+            await self._idle.wait()
         return False
 
     async def _wait_idle(self, limit_s: float) -> bool:
@@ -261,7 +254,6 @@ class Supervisor:
         full["worker"] = job.worker.index
         self.recent.add(full)
         self.statuses[str(full.get("status"))] += 1
-        # a store error code (store_error, store_busy, …): the rollout's commit failed
         self.commit_failures += str(full.get("error_code") or "").startswith("store")
         job.batch.deliver(full)
         if job.batch.finished:
