@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rolltap.cli import gateway_cmd
+from rolltap.cli.common import UntilSignalled
 from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
@@ -49,9 +50,13 @@ def test_gateway_dialect_flag_reaches_the_endpoint(
     seen: list[EndpointConfig | None] = []
 
     async def fake_serve(
-        endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
-    ) -> None:
+        endpoint: EndpointConfig | None,
+        settings: GatewaySettings,
+        store_url: str | None,
+        until: UntilSignalled,
+    ) -> int:
         seen.append(endpoint)
+        return 0
 
     # stand in for the server, which would run until Ctrl-C
     monkeypatch.setattr(gateway_cmd, "_serve", fake_serve)

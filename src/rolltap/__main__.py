@@ -1,5 +1,6 @@
-"""``python -m rolltap`` is the ``rolltap`` command."""
+"""``python -m rolltap``: the same as the ``rolltap`` console script."""
 
 from rolltap.cli.main import main
 
-main()
+if __name__ == "__main__":
+    main()

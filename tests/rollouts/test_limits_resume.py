@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from clikit import cli_env
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import LimitsConfig, Task, evaluate
 from rolltap.sim import Simulator
@@ -79,7 +80,9 @@ async def test_sigint_then_resume_finishes_exactly_the_rest(sim: Simulator, tmp_
     args = [str(tasks), "--harness", "rollout_harnesses:hang_on_marked", "--endpoint",
             sim.base_url, "--model", "m", "-r", "2", "-c", "4", "--reward", "regex",
             "--store", url]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(HERE), "ROLLTAP_TEST_HANG": "1"}
+    # this checkout's rolltap, and this folder's harnesses
+    env = cli_env(ROLLTAP_TEST_HANG="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env["PYTHONPATH"]])
     first = await _eval(args, env)
     assert first.stderr is not None
     # tasks 1-4 (8 rollouts) finish; the hanging ones then fill all 4 slots

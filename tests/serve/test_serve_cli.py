@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clikit import cli_env
 from rolltap.errors import ServiceDrainingError
 from rolltap.serve import ServeClient
 from rolltap.sim import Simulator
@@ -21,11 +21,11 @@ HERE = Path(__file__).parent
 CLI = "from rolltap.cli.main import main; main()"
 
 
-async def _serve(sim: Simulator, store: str) -> asyncio.subprocess.Process:
-    env = {**os.environ, "ROLLTAP_SERVE_TOKEN": TOKEN, "PYTHONPATH": str(HERE.parent)}
+async def _serve(sim: Simulator, store: str, *flags: str) -> asyncio.subprocess.Process:
+    env = cli_env(ROLLTAP_SERVE_TOKEN=TOKEN)
     return await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLI, "serve", "--endpoint", sim.base_url, "--model", "sim-model",
-        "--workers", "1", "--port", "0", "--store", store, "--stats-interval", "0.2",
+        "--workers", "1", "--port", "0", "--store", store, "--stats-interval", "0.2", *flags,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
     )  # fmt: skip
 
@@ -64,3 +64,26 @@ async def test_sigterm_drains_then_a_second_cancels(sim: Simulator, tmp_path: Pa
     async with await Store.open(url) as store:
         sessions = {s.id: s.status for s in await store.list_sessions(run=batch.run_id)}
     assert sessions == {first.id: "completed", rest[0].id: "cancelled"}
+
+
+async def test_a_drain_that_times_out_exits_1(sim: Simulator, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    proc = await _serve(sim, url, "--drain-timeout", "0.1")
+    assert proc.stdout is not None
+    try:
+        match = re.search(r"(http://\S+)", await read_until(proc.stdout, "rolltap serve: http"))
+        assert match
+        client = ServeClient(match.group(1), TOKEN)
+        async with client, client.batch([gated_spec("stuck", "never")]) as batch:
+            await sim.wait_for(lambda stats: stats.in_flight == 1)
+            proc.send_signal(signal.SIGTERM)
+            results = [r async for r in batch]
+        out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 1, out.decode()
+    assert [r.status for r in results] == ["cancelled"]
+    assert "error [drain_timeout]" in out.decode()
+    assert "Traceback" not in out.decode()

@@ -118,6 +118,7 @@ async def test_drain_lets_rollouts_finish_until_its_deadline(
                 drained = group.create_task(service.drain(0.05))
                 results = [r async for r in batch]
         assert drained.done()
+        assert drained.result() is False  # the deadline had to cancel the rollout
         with pytest.raises(ServiceDrainingError):
             await client.submit(chat_spec("late"))
         health = await client.health()

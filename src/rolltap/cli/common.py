@@ -1,29 +1,184 @@
-"""Options and helpers shared by CLI commands."""
+"""What every CLI command shares: one-line errors, exit codes, SIGINT/SIGTERM.
+
+Every mistake a command reports is one line on stderr, ``error [code] message``,
+optionally followed by one ``hint: …`` line; never a traceback. Exit codes: 0 done,
+1 failed, 2 usage (flags, config, :class:`~rolltap.errors.UsageError`), 128 + the
+signal after SIGINT (130) or SIGTERM (143) for a command that was stopped.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
+import signal
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 
-from rolltap.errors import RolltapError
+from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError, RolltapError, UsageError
+from rolltap.rollouts.config import describe_errors
 
-__all__ = ["console", "err_console", "run_async"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_SIGINT",
+    "EXIT_USAGE",
+    "Interrupts",
+    "UntilSignalled",
+    "console",
+    "endpoint_from_flags",
+    "err_console",
+    "exit_code_of",
+    "fail",
+    "print_error",
+    "run_async",
+]
 
 console = Console()
 err_console = Console(stderr=True)
 
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+#: what a shell reports for a command killed by SIGINT (the exit code after Ctrl-C)
+EXIT_SIGINT = 128 + signal.SIGINT
 
-def run_async(main: Coroutine[Any, Any, None]) -> None:
-    """Run a command's coroutine; Ctrl-C stops it cleanly, rolltap errors exit 1."""
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks (pydantic's, a driver's) become ``; ``."""
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def print_error(code: str, message: str, hint: str | None = None) -> None:
+    """``error [code] message`` (and ``hint: …``) on stderr, each on one line."""
+    # soft_wrap: rich would otherwise fold a long message at the console width
+    err_console.print(f"error [{code}] {one_line(message)}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+    if hint:
+        err_console.print(f"hint: {one_line(hint)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def exit_code_of(err: RolltapError) -> int:
+    """2 for a usage or configuration mistake, 1 for every other failure."""
+    return EXIT_USAGE if isinstance(err, UsageError) else EXIT_FAILED
+
+
+def fail(err: RolltapError) -> NoReturn:
+    """Report ``err`` in one line and exit with its code."""
+    print_error(err.code, err.message)
+    raise typer.Exit(exit_code_of(err)) from err
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def endpoint_from_flags(**fields: Any) -> EndpointConfig:
+    """An endpoint from a command's flags; a bad value is a ConfigError naming its flag."""
     try:
-        asyncio.run(main)
-    except KeyboardInterrupt:
-        err_console.print("stopped")
+        return EndpointConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid endpoint: {describe_errors(exc, flags=True)}") from exc
+
+
+class Interrupts:
+    """SIGINT and SIGTERM while a command runs.
+
+    The first signal goes to :attr:`handler` when the command set one; it returns True
+    when the command will stop itself (finish what it can and return). Otherwise, and
+    on a second signal, the command's task is cancelled, which unwinds every
+    ``async with`` (rollouts marked, stores flushed, child processes stopped).
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.count = 0
+        self.handler: Callable[[int], bool] | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        """128 + the first signal received (130 SIGINT, 143 SIGTERM); None if none came."""
+        return None if self.signum is None else 128 + self.signum
+
+    def _received(self, signum: int) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+        if self.count == 1 and self.handler is not None and self.handler(signum):
+            return
+        if self._task is not None:
+            self._task.cancel()
+
+    async def guard(self, main: Coroutine[Any, Any, int | None]) -> int | None:
+        """Await ``main`` with the handlers installed; its exit code."""
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        # signals reach only the main thread (a command run from a test's worker thread
+        # keeps the default handlers)
+        signals = (signal.SIGINT, signal.SIGTERM) if _in_main_thread() else ()
+        for signum in signals:
+            loop.add_signal_handler(signum, self._received, signum)
+        try:
+            return await main
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+
+
+def run_async(main: Coroutine[Any, Any, int | None], interrupts: Interrupts | None = None) -> None:
+    """Run a command's coroutine; exit with the code it returns (``None``: 0).
+
+    A rolltap error exits 2 (usage) or 1 in one line; a signal stops the command as
+    :class:`Interrupts` describes, then exits 128 + the signal unless the command
+    returned its own code after stopping itself.
+    """
+    interrupts = interrupts or Interrupts()
+    try:
+        code = asyncio.run(interrupts.guard(main))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        err_console.print("stopped", highlight=False)
+        raise typer.Exit(interrupts.exit_code or EXIT_SIGINT) from None
     except RolltapError as err:
-        err_console.print(f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}")
-        raise typer.Exit(1) from err
+        fail(err)
+    if code:
+        raise typer.Exit(code)
+
+
+class UntilSignalled:
+    """An :class:`Interrupts` handler for a command that serves until stopped.
+
+    While :meth:`wait` runs, the first signal ends it (the command then shuts down
+    cleanly: the gateway marks its open rollouts, the store flushes); before that
+    (a model still starting) the handler declines and the command is cancelled.
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._waiting = False
+
+    def __call__(self, signum: int) -> bool:
+        if not self._waiting:
+            return False
+        err_console.print(f"{signal.Signals(signum).name}: stopping", highlight=False)
+        self._event.set()
+        return True
+
+    async def wait(self) -> None:
+        """Return once a signal came."""
+        self._waiting = True
+        try:
+            await self._event.wait()
+        finally:
+            self._waiting = False
+
+    @classmethod
+    def installed(cls, interrupts: Interrupts) -> UntilSignalled:
+        """A new one, set as ``interrupts``' handler."""
+        until = cls()
+        interrupts.handler = until
+        return until

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from typing import Annotated, Any
 
 import orjson
 import typer
 
-from rolltap.cli.common import console, err_console, run_async
+from rolltap.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SIGINT,
+    Interrupts,
+    console,
+    err_console,
+    print_error,
+    run_async,
+)
 from rolltap.rollouts import Hooks, RunConfig, Runner, RunResult, execute, load_run_config
 from rolltap.rollouts import resume as resume_run
 from rolltap.rollouts.compare import summarize_run
@@ -19,49 +26,54 @@ from rolltap.store import Store, resolve_store_url
 
 __all__ = ["register"]
 
-#: exit status of a run stopped by Ctrl-C (as a shell reports SIGINT)
-EXIT_INTERRUPTED = 130
-
 
 class _Stopper:
-    """Ctrl-C stops admitting and cancels in-flight rollouts (once the runner exists)."""
+    """The first SIGINT/SIGTERM stops admitting and cancels in-flight rollouts (they end
+    ``cancelled``, the store is flushed); before the runner exists (the local model is
+    starting) it declines, and the command is cancelled instead."""
 
     def __init__(self) -> None:
-        self.requested = False
         self.runner: Runner | None = None
 
     def attach(self, runner: Runner) -> None:
         self.runner = runner
-        if self.requested:
-            runner.stop()
 
-    def __call__(self) -> None:
-        if not self.requested:
-            err_console.print("stopping: cancelling rollouts in flight (state is kept)")
-        self.requested = True
-        if self.runner is not None:
-            self.runner.stop()
+    def __call__(self, signum: int) -> bool:
+        if self.runner is None:
+            return False
+        err_console.print("stopping: cancelling rollouts in flight (state is kept)")
+        self.runner.stop()
+        return True
 
 
-async def _eval(config: RunConfig, resume: str | None, as_json: bool) -> RunResult:
-    stopper = _Stopper()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stopper)
-    try:
-        with ProgressReporter(err_console) as progress:
-            hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
-                          on_plan=progress.plan)  # fmt: skip
-            if resume is not None:
-                overrides = {"c": config.c} if config.c != RunConfig().c else {}
-                result = await resume_run(
-                    resume, store=config.store, overrides=overrides, hooks=hooks
-                )
-            else:
-                result = await execute(config, hooks=hooks)
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
+async def _eval(
+    config: RunConfig, resume: str | None, as_json: bool, stopper: _Stopper
+) -> RunResult:
+    with ProgressReporter(err_console) as progress:
+        hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
+                      on_plan=progress.plan, on_stage=progress.stage)  # fmt: skip
+        if resume is not None:
+            overrides = {"c": config.c} if config.c != RunConfig().c else {}
+            result = await resume_run(resume, store=config.store, overrides=overrides, hooks=hooks)
+        else:
+            result = await execute(config, hooks=hooks)
     _report(result, config, as_json)
     return result
+
+
+def _exit_code(result: RunResult, interrupts: Interrupts) -> int:
+    """130/143 after a signal; 0 when a rollout succeeded and every commit did; else 1."""
+    if result.interrupted or interrupts.signum is not None:
+        return interrupts.exit_code or EXIT_SIGINT
+    if result.ok:
+        return EXIT_OK
+    if any(res.commit_failed for res in result.results):
+        print_error("store_error", "a store commit failed: see the errors above")
+    else:
+        errors = result.summary.get("errors", {})
+        causes = ", ".join(f"{code} × {entry['count']}" for code, entry in errors.items())
+        print_error("run_failed", "no rollout completed" + (f" ({causes})" if causes else ""))
+    return EXIT_FAILED
 
 
 def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
@@ -136,16 +148,16 @@ def eval_command(
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
-    base = load_run_config(config) if config else RunConfig()
-    merged = _merged(base, flags, limits, _sampling(temperature, sample_max_tokens))
-    outcome: list[RunResult] = []
+    sampling = _sampling(temperature, sample_max_tokens)
+    stopper, interrupts = _Stopper(), Interrupts()
+    interrupts.handler = stopper
 
-    async def main() -> None:
-        outcome.append(await _eval(merged, resume, as_json))
+    async def main() -> int:
+        base = load_run_config(config) if config else RunConfig()
+        merged = _merged(base, flags, limits, sampling)
+        return _exit_code(await _eval(merged, resume, as_json, stopper), interrupts)
 
-    run_async(main())
-    if outcome and outcome[0].interrupted:
-        raise typer.Exit(EXIT_INTERRUPTED)
+    run_async(main(), interrupts)
 
 
 def _merged(

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
-from rolltap.cli.common import console, run_async
+from rolltap.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Interrupts,
+    UntilSignalled,
+    console,
+    endpoint_from_flags,
+    print_error,
+    run_async,
+)
 from rolltap.config import Dialect, EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
@@ -36,17 +44,19 @@ _DIALECT: dict[UpstreamDialect, Dialect] = {
 
 
 async def _serve(
-    endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
-) -> None:
+    endpoint: EndpointConfig | None,
+    settings: GatewaySettings,
+    store_url: str | None,
+    until: UntilSignalled,
+) -> int:
+    """Serve until a signal; 0 after a clean shutdown, 1 if it timed out or a commit failed."""
     if endpoint is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
-            await _serve(local, settings, store_url)
-        return
+            return await _serve(local, settings, store_url, until)
     if store_url is None:
-        await _run_gateway(endpoint, settings, [])
-        return
+        return await _run_gateway(endpoint, settings, [], until)
     async with await Store.open(store_url) as store:
         run = await store.create_run(
             f"gateway {time.strftime('%Y-%m-%d %H:%M:%S')}",
@@ -54,12 +64,19 @@ async def _serve(
         )
         console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
         async with StoreRecorder(store, run.id) as recorder:
-            await _run_gateway(endpoint, settings, [recorder])
+            code = await _run_gateway(endpoint, settings, [recorder], until)
+    if recorder.failures:
+        print_error("store_error", f"{recorder.failures} commit(s) failed: see the warnings above")
+        return EXIT_FAILED
+    return code
 
 
 async def _run_gateway(
-    endpoint: EndpointConfig, settings: GatewaySettings, observers: list[RolloutObserver]
-) -> None:
+    endpoint: EndpointConfig,
+    settings: GatewaySettings,
+    observers: list[RolloutObserver],
+    until: UntilSignalled,
+) -> int:
     async with Gateway(endpoint, settings, observers=observers) as gateway:
         console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
         if gateway.admin_token_generated:
@@ -70,7 +87,12 @@ async def _run_gateway(
             f"register a rollout: curl -X POST -H 'Authorization: Bearer <admin token>' "
             f"{gateway.admin_url}/rollouts"
         )
-        await asyncio.Event().wait()  # serve until Ctrl-C
+        await until.wait()  # serve until SIGINT/SIGTERM; closing marks open rollouts cancelled
+    if not gateway.drained:
+        print_error("drain_timeout", "open rollouts' calls did not unwind in time")
+        return EXIT_FAILED
+    console.print("gateway stopped", highlight=False)
+    return EXIT_OK
 
 
 def gateway(
@@ -113,13 +135,14 @@ def gateway(
     if endpoint is not None:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
-        ep = EndpointConfig(
+        ep = endpoint_from_flags(
             base_url=endpoint,
             model=model,
             api_key_env=api_key_env,
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
         )
-    run_async(_serve(ep, settings, store))
+    interrupts = Interrupts()
+    run_async(_serve(ep, settings, store, UntilSignalled.installed(interrupts)), interrupts)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 
-from rolltap.cli.common import console, run_async
+from rolltap.cli.common import Interrupts, UntilSignalled, console, run_async
 from rolltap.local import LocalModel
 
 __all__ = ["register"]
 
 
-async def _serve(host: str, port: int | None) -> None:
+async def _serve(host: str, port: int | None, until: UntilSignalled) -> None:
     async with LocalModel(host=host, port=port) as model:
         console.print(f"local model {model.model} ready: {model.base_url}")
-        await asyncio.Event().wait()  # serve until Ctrl-C
+        await until.wait()  # serve until SIGINT/SIGTERM
 
 
 def local_model(
@@ -24,7 +23,8 @@ def local_model(
     port: Annotated[int | None, typer.Option(help="Port [any free port]")] = None,
 ) -> None:
     """Start llama-server with the shipped Gemma 3 270M; prints its URL; Ctrl-C stops it."""
-    run_async(_serve(host, port))
+    interrupts = Interrupts()
+    run_async(_serve(host, port, UntilSignalled.installed(interrupts)), interrupts)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from rolltap.cli.common import console, run_async
+from rolltap.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    endpoint_from_flags,
+    print_error,
+    run_async,
+)
 from rolltap.config import EndpointConfig
 from rolltap.local import LocalModel
 from rolltap.serve import TOKEN_ENV, ServeConfig, Service
@@ -17,13 +24,13 @@ from rolltap.store import mask_url, resolve_store_url
 __all__ = ["register"]
 
 
-async def _serve(values: dict[str, Any], config_file: Path | None) -> None:
+async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
+    """Serve until a signal, drain; 0 after a clean drain, 1 if it timed out or a commit failed."""
     if not values.get("endpoints") and config_file is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
-            await _serve({**values, "endpoints": [local]}, None)
-        return
+            return await _serve({**values, "endpoints": [local]}, None)
     if config_file is not None:
         config = ServeConfig.from_toml(config_file, **values)
     else:
@@ -40,8 +47,16 @@ async def _serve(values: dict[str, Any], config_file: Path | None) -> None:
         )
         if service.token_generated:
             console.print(f"token: {service.token}  (set {TOKEN_ENV} to fix it)", highlight=False)
-        await service.run_until_signalled()
+        drained = await service.run_until_signalled()
+        failures = service.supervisor.commit_failures
+    if not drained:
+        print_error("drain_timeout", "rollouts still running at the drain deadline were cancelled")
+        return EXIT_FAILED
+    if failures:
+        print_error("store_error", f"{failures} rollout(s) could not be stored")
+        return EXIT_FAILED
     console.print("rolltap serve: drained and stopped", highlight=False)
+    return EXIT_OK
 
 
 def serve(
@@ -82,7 +97,7 @@ def serve(
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         values["endpoints"] = [
-            EndpointConfig(base_url=endpoint, model=model, api_key_env=api_key_env)
+            endpoint_from_flags(base_url=endpoint, model=model, api_key_env=api_key_env)
         ]
     run_async(_serve(values, config))
 

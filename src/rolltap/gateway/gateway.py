@@ -86,6 +86,8 @@ class Gateway:
         self._reaper: asyncio.Task[None] | None = None
         # Token endpoints render with it; it imports nothing heavy until one is used.
         self.renderers = RendererRegistry()
+        #: False once a shutdown gave up waiting for open rollouts' calls to unwind
+        self.drained = True
         self._state = "new"
 
     # -- lifecycle -----------------------------------------------------------------
@@ -130,6 +132,7 @@ class Gateway:
                 for rollout in dropped:
                     await self._ended(rollout, "cancelled")
         except TimeoutError:
+            self.drained = False
             log.warning("gateway shutdown: calls still unwinding after %ss", _DRAIN_TIMEOUT_S)
         if self._reaper is not None:
             self._reaper.cancel()

@@ -22,15 +22,14 @@ from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
 from rolltap.rollouts.config import LimitsConfig, RunConfig
-from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.harness import Harness
+from rolltap.rollouts.prepare import Plan, prepare
 from rolltap.rollouts.results import RolloutResult
-from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
-from rolltap.rollouts.subprocess_harness import command_harness
 from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
-from rolltap.rollouts.workplan import plan_resume
-from rolltap.store import Store
+from rolltap.rollouts.workplan import DONE_STATUSES, plan_resume
+from rolltap.store import RunInfo, Store
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
@@ -45,26 +44,26 @@ class RunResult:
     summary: dict[str, Any]
     interrupted: bool = False
 
+    @property
+    def ok(self) -> bool:
+        """At least one rollout ``completed`` or ``limit_reached`` and no commit failed
+        (what ``rolltap eval`` exits 0 on)."""
+        done = any(res.status in DONE_STATUSES for res in self.results)
+        return done and not any(res.commit_failed for res in self.results)
+
 
 @dataclass(slots=True)
 class Hooks:
-    """Callbacks for a front end: each result as it lands, and the runner once built."""
+    """Callbacks for a front end: each result as it lands, the runner once built, the
+    run id and size once it starts, and what happens before that (``on_stage``)."""
 
     on_result: Callable[[RolloutResult], None] | None = None
     on_runner: Callable[[Runner], None] | None = None
     on_plan: Callable[[str, int], None] | None = None
+    #: what the run is doing before its first rollout (e.g. starting the local model)
+    on_stage: Callable[[str], None] | None = None
     gateway_settings: GatewaySettings | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _harness_of(config: RunConfig, harness: Harness | None) -> Harness:
-    if harness is not None:
-        return harness
-    if config.cmd is not None:
-        return command_harness(config.cmd)
-    if config.harness is None:
-        raise ConfigError("give a harness (--harness NAME|module:function) or --cmd")
-    return load_harness(config.harness)
 
 
 #: sampling used with the built-in local model when the run sets none (a small base
@@ -73,18 +72,19 @@ LOCAL_SAMPLING: dict[str, Any] = {"temperature": 0.0, "max_tokens": 16}
 
 
 @asynccontextmanager
-async def _endpoint(
-    config: RunConfig, given: EndpointConfig | None
-) -> AsyncIterator[EndpointConfig]:
-    endpoint = given or config.endpoint_config()
-    if endpoint is not None:
-        yield endpoint
+async def _endpoint(config: RunConfig, plan: Plan, hooks: Hooks) -> AsyncIterator[EndpointConfig]:
+    if plan.endpoint is not None:
+        yield plan.endpoint
         return
+    if hooks.on_stage is not None:
+        hooks.on_stage("starting the local model…")
     async with LocalModel() as model:
         fields: dict[str, Any] = {}
         if config.client == "tokens":
             # llama-server's own /completion takes and returns token ids; the tokenizer is
             # the GGUF's own vocabulary unless one is given
+            if config.tokenizer is None and hooks.on_stage is not None:
+                hooks.on_stage("reading the local model's vocabulary…")
             tokenizer = config.tokenizer or str(
                 await asyncio.to_thread(load_gguf_tokenizer, gguf_path())
             )
@@ -99,37 +99,52 @@ def _limits(config: LimitsConfig) -> RolloutLimits | None:
 
 
 async def _run_on(
-    store: Store, run_id: str, items: list[WorkItem], config: RunConfig, ctx: _Context
+    store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context
 ) -> list[RolloutResult]:
-    scorer = Scorer([parse_reward_spec(spec) for spec in config.rewards])
-    harness = _harness_of(config, ctx.harness)
     recorder = StoreRecorder(store, final_commit=False)
-    async with _endpoint(config, ctx.endpoint) as endpoint, recorder as observer:
-        local = endpoint.name == "local" and ctx.endpoint is None and not config.endpoint
+    async with _endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
+        local = plan.endpoint is None
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings
         async with Gateway(endpoint, settings, observers=[observer]) as gateway:
             # a token endpoint's tokenizer loads once, before the wave, not inside it
             await gateway.ready()
+            # the run is created only now that everything it needs is up: a failed
+            # start leaves no empty run behind
+            run_id = work.run_id or (await _create_run(store, config)).id
+            ctx.run_id = run_id
+            if ctx.hooks.on_plan is not None:
+                ctx.hooks.on_plan(run_id, len(work.items))
             runner = Runner(
                 gateway=gateway, store=store, observer=observer, run_id=run_id,
-                harness=harness, scorer=scorer, model=endpoint.model, c=config.c,
+                harness=plan.harness, scorer=plan.scorer, model=endpoint.model, c=config.c,
                 limits=_limits(config.limits), sampling=sampling,
                 on_result=ctx.hooks.on_result,
             )  # fmt: skip
             if ctx.hooks.on_runner is not None:
                 ctx.hooks.on_runner(runner)
-            results = await runner.run(items)
+            results = await runner.run(work.items)
             ctx.interrupted = runner.stopping
             return results
+
+
+async def _create_run(store: Store, config: RunConfig) -> RunInfo:
+    return await store.create_run(config.name, {"run": config.model_dump(mode="json")})
+
+
+@dataclass(slots=True)
+class _Work:
+    """The rollouts to run, and the run they belong to (None: a new run)."""
+
+    items: list[WorkItem]
+    run_id: str | None = None
 
 
 @dataclass(slots=True)
 class _Context:
     hooks: Hooks
-    harness: Harness | None = None
-    endpoint: EndpointConfig | None = None
     interrupted: bool = False
+    run_id: str = ""
 
 
 async def execute(
@@ -141,22 +156,29 @@ async def execute(
     endpoint: EndpointConfig | None = None,
     hooks: Hooks | None = None,
 ) -> RunResult:
-    """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``."""
-    ctx = _Context(hooks or Hooks(), harness, endpoint)
+    """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``.
+
+    Harness, rewards, endpoint, extras, tasks and store are checked before anything
+    starts; a new run is created once its model and gateway are up, so a run that
+    fails to start leaves nothing in the store.
+    """
+    ctx = _Context(hooks or Hooks())
+    plan = prepare(config, harness, endpoint)
+    task_list = None
+    if resume_run is None:
+        task_list = list(tasks) if tasks is not None else _load(config)
     async with await Store.open(config.store) as store:
-        if resume_run is None:
-            task_list = list(tasks) if tasks is not None else _load(config)
-            run = await store.create_run(config.name, {"run": config.model_dump(mode="json")})
-            run_id, earlier = run.id, list[RolloutResult]()
-            items = [WorkItem(t, s) for t in task_list for s in range(config.r)]
+        if task_list is not None:
+            work = _Work([WorkItem(t, s) for t in task_list for s in range(config.r)])
+            earlier = list[RolloutResult]()
         else:
-            run_id = resume_run
-            items, earlier = await plan_resume(store, run_id, config, tasks)
-        if ctx.hooks.on_plan is not None:
-            ctx.hooks.on_plan(run_id, len(items))
-        results = await _run_on(store, run_id, items, config, ctx)
+            assert resume_run is not None
+            items, earlier = await plan_resume(store, resume_run, config, tasks)
+            work = _Work(items, resume_run)
+        results = await _run_on(store, work, config, plan, ctx)
     everything = earlier + results
-    return RunResult(run_id, everything, summarize(everything, r=config.r), ctx.interrupted)
+    summary = summarize(everything, r=config.r)
+    return RunResult(ctx.run_id, everything, summary, ctx.interrupted)
 
 
 def _load(config: RunConfig) -> list[Task]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.rollouts.results import RolloutResult, call_stats
+from rolltap.rollouts.results import RolloutResult, call_stats, failure_of
 from rolltap.rollouts.summary import summarize
-from rolltap.store import Store
+from rolltap.store import EventKind, Store
 
 __all__ = ["summarize_run"]
 
@@ -25,7 +25,12 @@ async def summarize_run(store: Store, run_id: str) -> dict[str, Any]:
             session.status,
             reward=session.reward,
         )
-        result.calls = call_stats(await store.events(session.id))
+        events = await store.events(session.id)
+        result.calls = call_stats(events)
+        ended = [e.payload.get("error") for e in events if e.kind == EventKind.STATUS]
+        failure = failure_of(session.status, events, str(ended[-1]) if ended else None)
+        if failure is not None:
+            result.error_code, result.error_message = failure
         results.append(result)
     summary = summarize(results, r=r)
     summary["name"] = run.name

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 
-__all__ = ["LimitsConfig", "RunConfig", "load_run_config"]
+__all__ = ["LimitsConfig", "RunConfig", "describe_errors", "load_run_config"]
 
 
 class LimitsConfig(BaseModel):
@@ -108,14 +108,37 @@ class RunConfig(BaseModel):
         try:
             return EndpointConfig.model_validate(fields)
         except ValidationError as exc:
-            raise ConfigError(f"endpoint {self.endpoint!r}: {exc}") from exc
+            raise ConfigError(f"endpoint {self.endpoint!r}: {describe_errors(exc)}") from exc
+
+
+#: the ``rolltap eval`` flag of each field whose flag is not ``--field-name``
+_FLAGS = {
+    "n": "-n", "r": "-r", "c": "-c", "rewards": "--reward",
+    "limits.timeout_s": "--timeout", "sampling.max_tokens": "--sample-max-tokens",
+    "base_url": "--endpoint",
+}  # fmt: skip
+
+
+def describe_errors(exc: ValidationError, *, flags: bool = False) -> str:
+    """A pydantic error on one line, each problem naming its field (its flag if ``flags``):
+    ``-c: Input should be greater than 0 (got 0)``."""
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "config"
+        if flags:
+            field = _FLAGS.get(field, "--" + field.rpartition(".")[2].replace("_", "-"))
+        scalar = isinstance(error["input"], str | int | float) and error["type"] != "missing"
+        got = f" (got {error['input']!r})" if error["loc"] and scalar else ""
+        problems.append(f"{field}: {error['msg']}{got}")
+    return "; ".join(problems)
 
 
 def _validate(data: dict[str, Any], where: str) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid run config ({where}): {exc}") from exc
+        problems = describe_errors(exc, flags=where == "flags")
+        raise ConfigError(f"invalid run config ({where}): {problems}") from exc
 
 
 def load_run_config(path: str | Path) -> RunConfig:

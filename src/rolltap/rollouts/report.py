@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -43,12 +44,19 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.stop()
 
+    def stage(self, text: str) -> None:
+        """What the run is doing before its first rollout (e.g. starting the local model)."""
+        if self._bar is not None:
+            self._bar.update(self._task, stats=text)
+        else:
+            self.console.print(text, highlight=False)
+
     def plan(self, run_id: str, total: int) -> None:
         """The run id and how many rollouts will run."""
         self.total = total
         self.console.print(f"run {run_id}: {total} rollouts")
         if self._bar is not None:
-            self._bar.update(self._task, total=total)
+            self._bar.update(self._task, total=total, stats="")
 
     def _stats(self) -> str:
         rate = self.done / max(time.monotonic() - self._t0, 1e-9)
@@ -76,6 +84,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _clip(message: str, limit: int = 160) -> str:
+    message = " ".join(message.split())
+    # escaped: a message like "[Errno 111] …" is not rich markup
+    return escape(message if len(message) <= limit else message[: limit - 1] + "…")
+
+
 def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     reward = summary["reward"]
     ci = reward.get("ci95")
@@ -86,6 +100,10 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     rows += [(k, _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
     rows += [(f"status {k}", str(v)) for k, v in summary["statuses"].items()]
+    rows += [
+        (f"error {code}", f"× {entry['count']}: {_clip(entry['first_message'])}")
+        for code, entry in summary.get("errors", {}).items()
+    ]
     rows += [
         ("model calls", _fmt(summary["model_calls"])),
         ("model errors", _fmt(summary["model_errors"])),

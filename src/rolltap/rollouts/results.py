@@ -6,9 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolltap.store import Event, EventKind
+from rolltap.store import FAILED_STATUSES, Event, EventKind
 
-__all__ = ["CallStats", "RolloutResult", "call_stats"]
+__all__ = ["HARNESS_ERROR", "CallStats", "RolloutResult", "call_stats", "failure_of"]
+
+#: the error code of a failed rollout whose model calls did not fail
+HARNESS_ERROR = "harness_error"
 
 
 @dataclass(slots=True)
@@ -50,12 +53,33 @@ def call_stats(events: Iterable[Event]) -> CallStats:
     return stats
 
 
+def failure_of(status: str, events: Iterable[Event], error: str | None) -> tuple[str, str] | None:
+    """``(code, message)`` of a rollout that ended in a failed status, else ``None``.
+
+    The code is its last ``model_error`` event's (``upstream_unreachable``, …) with that
+    event's message; a rollout whose model calls all answered failed in its harness
+    (:data:`HARNESS_ERROR`, with ``error``, the status event's message).
+    """
+    if status not in FAILED_STATUSES:
+        return None
+    last: Event | None = None
+    for event in events:
+        if event.kind == EventKind.MODEL_ERROR:
+            last = event
+    if last is not None:
+        code, message = last.payload.get("code"), last.payload.get("message")
+        return str(code or "model_error"), str(message or error or status)
+    return HARNESS_ERROR, error or status
+
+
 @dataclass(slots=True)
 class RolloutResult:
     """One rollout: which (task, sample), how it ended, its answer and reward.
 
     ``reward`` is ``None`` for ``error`` and ``cancelled`` rollouts (they say nothing
-    about the model); ``failed`` and ``timeout`` rollouts score 0.0.
+    about the model); ``failed`` and ``timeout`` rollouts score 0.0. A rollout that did
+    not succeed has an ``error_code`` and ``error_message`` (see :func:`failure_of`);
+    ``commit_failed`` says its final store commit failed.
     """
 
     task_id: str
@@ -65,6 +89,9 @@ class RolloutResult:
     reward: float | None = None
     answer: str | None = None
     error: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    commit_failed: bool = False
     components: dict[str, float] = field(default_factory=dict)
     calls: CallStats = field(default_factory=CallStats)
     #: seconds since the run started when the rollout was admitted
@@ -80,6 +107,7 @@ class RolloutResult:
             "reward": self.reward,
             "answer": self.answer,
             "error": self.error,
+            "error_code": self.error_code,
             "components": self.components,
             "calls": self.calls.calls,
             "prompt_tokens": self.calls.prompt_tokens,

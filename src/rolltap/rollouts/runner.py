@@ -23,7 +23,7 @@ from rolltap.errors import RolltapError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
 from rolltap.gateway.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
-from rolltap.rollouts.results import RolloutResult, call_stats
+from rolltap.rollouts.results import RolloutResult, call_stats, failure_of
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
 from rolltap.store import Event, EventKind, EventLog
@@ -121,6 +121,8 @@ class Runner:
             session = await self.store.create_session(self.run_id, task=task_dict)
         except StoreError as err:
             result.error = f"store: {err}"
+            result.error_code, result.error_message = err.code, err.message
+            result.commit_failed = True
             return result
         result.session_id = session.id
         try:
@@ -133,6 +135,7 @@ class Runner:
             )
         except RolltapError as err:
             result.error = f"{err.code}: {err.message}"
+            result.error_code, result.error_message = err.code, err.message
             await self._final_commit(session.id, None, result)
             return result
         outcome = await self._drive(item.task, rollout)
@@ -199,6 +202,9 @@ class Runner:
         result.status, result.answer, result.error = status, outcome.answer, outcome.error
         if status in ("completed", "limit_reached", "failed", "timeout"):
             await self._score(task, list(rollout.log), result)
+        failure = failure_of(status, rollout.log, result.error)
+        if result.error_code is None and failure is not None:
+            result.error_code, result.error_message = failure
         result.calls = call_stats(rollout.log)
         await self._final_commit(result.session_id, rollout.log, result, limit=hit)
 
@@ -212,6 +218,7 @@ class Runner:
             # A crashing reward function is this rollout's error, recorded, not the run's.
             result.status, result.reward = "error", None
             result.error = f"reward: {type(exc).__name__}: {exc}"
+            result.error_code, result.error_message = "reward_error", result.error
 
     async def _final_commit(
         self,
@@ -236,3 +243,5 @@ class Runner:
         except StoreError as err:
             log.warning("final commit of session %s failed: %s", session_id, err)
             result.status, result.error = "error", f"store: {err}"
+            result.error_code, result.error_message = err.code, err.message
+            result.commit_failed = True

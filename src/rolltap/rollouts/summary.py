@@ -1,9 +1,11 @@
-"""Run summaries: mean reward with a 95% interval, pass@k, statuses, tokens, latency.
+"""Run summaries: mean reward with a 95% interval, pass@k, statuses, errors, tokens, latency.
 
 pass@k uses the unbiased estimator of Chen et al. (2021): per task with ``n`` rollouts
 of which ``c`` passed, ``1 - C(n-c, k) / C(n, k)``, averaged over tasks. A rollout
 *passes* when its reward is at least :data:`PASS_THRESHOLD` (1.0: every weighted
-component fully satisfied).
+component fully satisfied). ``errors`` counts the rollouts that did not succeed by
+error code (see :func:`~rolltap.rollouts.results.failure_of`) with each code's first
+message: ``{"upstream_unreachable": {"count": 8, "first_message": "…"}}``.
 
 >>> round(pass_at_k(4, 1, 1), 3), round(pass_at_k(4, 1, 4), 3)
 (0.25, 1.0)
@@ -72,6 +74,17 @@ def _latency(values: list[float]) -> dict[str, float | None]:
     return {f"p{q}": percentile(values, q) for q in (50, 90, 99)}
 
 
+def _errors(results: Sequence[RolloutResult]) -> dict[str, dict[str, Any]]:
+    """Rollouts that did not succeed, by error code (most first), each code's first message."""
+    out: dict[str, dict[str, Any]] = {}
+    for res in results:
+        if res.error_code is not None:
+            message = res.error_message or res.error or res.status
+            entry = out.setdefault(res.error_code, {"count": 0, "first_message": message})
+            entry["count"] += 1
+    return dict(sorted(out.items(), key=lambda item: -int(item[1]["count"])))
+
+
 def summarize(results: Sequence[RolloutResult], *, r: int = 1) -> dict[str, Any]:
     """A JSON-ready summary of a run's rollouts (see the module docs for definitions)."""
     latencies = [ms for res in results for ms in res.calls.latencies_ms]
@@ -87,6 +100,7 @@ def summarize(results: Sequence[RolloutResult], *, r: int = 1) -> dict[str, Any]
         },
         "model_calls": sum(res.calls.calls for res in results),
         "model_errors": sum(res.calls.errors for res in results),
+        "errors": _errors(results),
         "latency_ms": _latency(latencies),
         "ttfc_ms": _latency(ttfc),
     }

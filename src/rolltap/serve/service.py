@@ -7,7 +7,8 @@
 
 SIGTERM (or SIGINT) drains: nothing new is admitted, rollouts in flight get
 ``drain_timeout_s`` to finish, the rest are cancelled, their callers get every
-result, the store is flushed and the process exits 0. A second signal cancels at once.
+result, the store is flushed and ``rolltap serve`` exits 0 (1 when the deadline had
+to cancel rollouts or a store write failed). A second signal cancels at once.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ class Service:
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.url = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
-    async def drain(self, grace_s: float | None = None) -> None:
+    async def drain(self, grace_s: float | None = None) -> bool:
         """Stop admitting, let rollouts finish for ``grace_s`` (default ``drain_timeout_s``),
-        then cancel the rest."""
-        await self.supervisor.drain(grace_s)
+        then cancel the rest; False when some had to be cancelled at the deadline."""
+        return await self.supervisor.drain(grace_s)
 
     async def aclose(self) -> None:
         """Drain at once (cancel what runs), finish the streams, stop workers, flush. Idempotent."""
@@ -105,14 +106,15 @@ class Service:
             log.warning("cancelling every rollout in flight")
             self.supervisor.cancel_all()
 
-    async def run_until_signalled(self) -> None:
-        """Serve until SIGTERM/SIGINT, then drain (a second signal cancels at once)."""
+    async def run_until_signalled(self) -> bool:
+        """Serve until SIGTERM/SIGINT, then drain (a second signal cancels at once);
+        whether the drain finished before its deadline (see :meth:`drain`)."""
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal)
         try:
             await self._stopped.wait()
-            await self.drain()
+            return await self.drain()
         finally:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)

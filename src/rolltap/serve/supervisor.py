@@ -51,7 +51,7 @@ class Supervisor:
         self.jobs: dict[str, Job] = {}
         self.recent = RecentResults()
         self.statuses: Counter[str] = Counter()
-        self.rejected = 0
+        self.rejected = self.commit_failures = 0  # commit_failures: rollouts left unstored
         self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -193,18 +193,18 @@ class Supervisor:
     def cancel_all(self) -> int:
         return sum(self.cancel(job_id) for job_id in list(self.jobs))
 
-    async def drain(self, grace_s: float | None = None) -> None:
-        """Admit nothing more; let rollouts finish for ``grace_s``, then cancel the rest."""
+    async def drain(self, grace_s: float | None = None) -> bool:
+        """Admit nothing more, wait ``grace_s``, cancel the rest; False if any were left."""
         self.draining = True
         grace_s = self.config.drain_timeout_s if grace_s is None else grace_s
         if await self._wait_idle(grace_s):
-            return
+            return True
         self.cancel_all()
-        if await self._wait_idle(CANCEL_GRACE_S):
-            return
-        for handle in {job.worker for job in self.jobs.values()}:
-            self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
-        await self._idle.wait()
+        if not await self._wait_idle(CANCEL_GRACE_S):
+            for handle in {job.worker for job in self.jobs.values()}:
+                self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
+            await self._idle.wait()
+        return False
 
     async def _wait_idle(self, limit_s: float) -> bool:
         try:
@@ -242,6 +242,7 @@ class Supervisor:
         except StoreError as err:
             log.warning("could not store %s for %s: %s", status, job.id, err)
             errors[job.id] = err.message
+            self.commit_failures += 1
 
     def _resolve(self, job: Job, result: dict[str, Any]) -> None:
         if job.done:
@@ -253,6 +254,7 @@ class Supervisor:
         full["worker"] = job.worker.index
         self.recent.add(full)
         self.statuses[str(full.get("status"))] += 1
+        self.commit_failures += str(full.get("error_code") or "").startswith("store")
         job.batch.deliver(full)
         if job.batch.finished:
             self.batches.pop(job.batch.id, None)

@@ -8,9 +8,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from rolltap.errors import MissingExtraError
 from rolltap.store.url import backend_of
 
 __all__ = ["create_engine"]
+
+#: the extra that ships each server backend's async driver
+_DRIVER_EXTRAS = {"postgresql": ("postgres", "asyncpg"), "mysql": ("mysql", "asyncmy")}
 
 
 def create_engine(url: URL) -> AsyncEngine:
@@ -18,7 +22,19 @@ def create_engine(url: URL) -> AsyncEngine:
 
     SQLite runs in WAL mode (readers never block the writer) with foreign keys on and
     full fsync on commit; the servers get pre-ping so pooled readers survive restarts.
+    A driver that is not installed is a :class:`~rolltap.errors.MissingExtraError`.
     """
+    try:
+        return _create(url)
+    except ImportError as exc:
+        extra, driver = _DRIVER_EXTRAS.get(backend_of(url), ("", url.get_driver_name()))
+        if extra and exc.name == driver:
+            raise MissingExtraError.for_extra(extra, driver) from exc
+        missing = exc.name or driver
+        raise MissingExtraError(f"the database driver {missing} is not installed") from exc
+
+
+def _create(url: URL) -> AsyncEngine:
     if backend_of(url) == "sqlite":
         engine = create_async_engine(url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

@@ -13,14 +13,13 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import SchemaVersionError
+from rolltap.store.opening import check_sqlite_file, open_errors, translate_open_error
 from rolltap.store.schema import VERSION_TABLE
-from rolltap.store.url import mask_url, to_sqlalchemy_url
-from rolltap.store.writer import translate_db_error
+from rolltap.store.url import backend_of, mask_url, sqlite_path, to_sqlalchemy_url
 
 __all__ = ["alembic_config", "ensure_schema", "head_revision", "upgrade"]
 
@@ -66,8 +65,8 @@ async def ensure_schema(engine: AsyncEngine, *, auto_upgrade: bool) -> str:
                 )
             await conn.run_sync(_upgrade, head)
             await conn.commit()
-    except (SQLAlchemyError, OSError) as exc:
-        raise translate_db_error(exc) from exc
+    except open_errors(engine.url) as exc:
+        raise translate_open_error(exc, engine.url) from exc
     return head
 
 
@@ -78,14 +77,18 @@ async def upgrade(url: str | URL, revision: str = "head") -> str:
     >>> asyncio.run(upgrade("sqlite:///runs.db"))  # doctest: +SKIP
     '0001'
     """
-    engine = create_engine(to_sqlalchemy_url(url))
+    sa_url = to_sqlalchemy_url(url)
+    path = sqlite_path(sa_url) if backend_of(sa_url) == "sqlite" else None
+    if path is not None:
+        await check_sqlite_file(path)
+    engine = create_engine(sa_url)
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_upgrade, revision)
             await conn.commit()
             current = await conn.run_sync(_current)
-    except (SQLAlchemyError, OSError) as exc:
-        raise translate_db_error(exc) from exc
+    except open_errors(engine.url) as exc:
+        raise translate_open_error(exc, engine.url) from exc
     finally:
         await engine.dispose()
     return current or "base"

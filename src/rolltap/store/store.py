@@ -30,6 +30,7 @@ from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import EventLog
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
+from rolltap.store.opening import check_sqlite_file
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
@@ -83,6 +84,8 @@ class Store(StoreReads):
         path = sqlite_path(sa_url)
         if sqlite and path is not None and not create and not path.exists():
             raise StoreNotFoundError(f"no store at {path}")
+        if sqlite and path is not None:
+            await check_sqlite_file(path)
         engine = create_engine(sa_url)
         try:
             await ensure_schema(engine, auto_upgrade=sqlite if upgrade is None else upgrade)

@@ -14,12 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rolltap.errors import ConfigError, TokenizerError
+from rolltap.errors import ConfigError, MissingExtraError, TokenizerError
 
 __all__ = ["INSTALL_HINT", "HFTokenizer", "load_gguf", "load_tokenizer"]
 
 INSTALL_HINT = "install the 'tokens' extra: pip install 'rolltap[tokens]'"
-GGUF_HINT = "reading a GGUF vocabulary also needs torch and gguf: pip install torch gguf"
 # what transformers raises for a directory it cannot read (missing files, bad JSON,
 # unknown tokenizer model in tokenizer.json, bad config values)
 _LOAD_ERRORS = (OSError, ValueError, LookupError, TypeError)
@@ -124,7 +123,7 @@ def _auto_tokenizer() -> Any:
         with _IMPORT_LOCK:
             from transformers import AutoTokenizer
     except ImportError as exc:
-        raise ConfigError(f"rendering token ids needs transformers; {INSTALL_HINT}") from exc
+        raise MissingExtraError(f"rendering token ids needs transformers; {INSTALL_HINT}") from exc
     return AutoTokenizer
 
 
@@ -158,7 +157,7 @@ def load_gguf(gguf: Path) -> HFTokenizer:
         raise ConfigError(f"GGUF file {gguf} does not exist")
     missing = [name for name in ("torch", "gguf") if importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError(f"{', '.join(missing)} not installed; {GGUF_HINT}")
+        raise MissingExtraError.for_extra("gguf", ", ".join(missing))
     auto = _auto_tokenizer()
     try:
         tokenizer = auto.from_pretrained(
