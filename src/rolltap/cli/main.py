@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from rolltap.cli.common import EXIT_SIGINT, EXIT_USAGE, exit_code_of, print_error
+from rolltap.cli.common import EXIT_SIGINT, EXIT_USAGE, exit_code_of, print_error, report_error
 from rolltap.errors import RolltapError
 from rolltap.rollouts.config import describe_errors
 
@@ -78,7 +78,7 @@ def main(args: list[str] | None = None) -> None:
         code = EXIT_SIGINT
     except RolltapError as err:
         # raised outside a command's run_async (e.g. while checking its flags)
-        print_error(err.code, err.message)
+        report_error(err)
         code = exit_code_of(err)
     except ValidationError as exc:
         # a model built from flags that no command translated: still one line, exit 2

@@ -61,9 +61,12 @@ class LocalModelError(RolltapError):
     code = "local_model_failed"
     status = 503
 
-    def __init__(self, message: str, *, returncode: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, returncode: int | None = None, output: str | None = None
+    ) -> None:
         super().__init__(message)
         self.returncode = returncode
+        self.details = output
         if returncode is not None and signal_of(returncode) == signal.SIGILL:
             self.hint = f"rebuild llama.cpp for this CPU: {_REBUILD}"
 
@@ -202,15 +205,17 @@ class LocalModel:
                 if code is not None:
                     raise LocalModelError(
                         f"llama-server{flags} {describe_exit(code)} before it was ready; "
-                        f"its last output:\n{self._tail()}",
+                        "its last output:",
                         returncode=code,
+                        output=self._tail(),
                     )
                 if await _healthy(session, self.url + "/health"):
                     return
                 if asyncio.get_running_loop().time() > deadline:
                     raise LocalModelError(
                         f"llama-server{flags} not healthy after {self.startup_timeout:g} s; "
-                        f"its last output:\n{self._tail()}"
+                        "its last output:",
+                        output=self._tail(),
                     )
                 # llama-server offers no readiness signal but /health; poll it gently.
                 await asyncio.sleep(0.2)
@@ -220,7 +225,7 @@ class LocalModel:
             return ""
         self._log.seek(0)
         text = self._log.read()[-16384:].decode("utf-8", "replace")
-        return "\n".join(f"  {line}" for line in text.rstrip().splitlines()[-lines:])
+        return "\n".join(text.rstrip().splitlines()[-lines:])
 
     async def aclose(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s). Idempotent."""
