@@ -3,7 +3,8 @@
 ``STANDIN_MODE`` picks what it does: ``ok`` serves ``/health``; ``sigill-unless-safe``
 dies of SIGILL unless given ``--no-repack`` (a CPU that faults on AMX tiles);
 ``sigill`` always dies of SIGILL; ``exit3`` exits with status 3. Each start appends
-its pid and arguments to ``STANDIN_LOG`` when set.
+its pid and arguments to ``STANDIN_LOG`` when set. Any POST (a model call) is never
+answered; the first one writes ``called`` to the FIFO ``STANDIN_CALLED`` when set.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -21,6 +23,13 @@ class _Health(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        fifo = os.environ.pop("STANDIN_CALLED", None)
+        if fifo:
+            with open(fifo, "w") as out:
+                out.write("called\n")
+        threading.Event().wait()  # a model call in flight, for as long as it takes
 
     def log_message(self, *args: object) -> None:
         pass

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from clikit import TASKS
 from helpers import require_local_extra
 from local.localkit import starts, use_standin, wait_gone
 from rolltap.proc import describe_exit
@@ -158,3 +161,28 @@ def test_a_killed_watchdog_is_replaced_with_every_group_it_knew() -> None:
         assert wait_gone(first, 10) and wait_gone(second, 10)
     finally:
         _kill_left(first, second, watchdog)
+
+
+def test_sigterm_to_eval_stops_the_local_model_and_marks_the_rollouts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    require_local_extra()
+    log = use_standin(monkeypatch, tmp_path, "ok")
+    called = tmp_path / "called"
+    os.mkfifo(called)
+    monkeypatch.setenv("STANDIN_CALLED", str(called))
+    store = tmp_path / "runs.db"
+    argv = [sys.executable, "-m", "rolltap", "eval", TASKS, "--harness", "chat", "-n", "2",
+            "--store", f"sqlite:///{store}"]  # fmt: skip
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        try:
+            assert called.read_text() == "called\n"  # a rollout's call is in flight
+            ((server, _),) = starts(log)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 143
+        finally:
+            proc.kill()
+    assert wait_gone(server, 10)
+    with closing(sqlite3.connect(store)) as db:
+        statuses = [row[0] for row in db.execute("SELECT status FROM rolltap_sessions")]
+    assert statuses and "running" not in statuses and "cancelled" in statuses
