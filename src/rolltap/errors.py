@@ -40,6 +40,7 @@ __all__ = [
     "ServiceDrainingError",
     "ServiceFullError",
     "ServiceUnreachableError",
+    "SessionExistsError",
     "StoreBusyError",
     "StoreError",
     "TokenizerError",
@@ -182,6 +183,14 @@ class HarnessDisconnectedError(RolltapError):
 
     code = "harness_disconnected"
     status = 499
+    type = "invalid_request_error"
+
+
+class SessionExistsError(RolltapError):
+    """A rollout was registered with a session id that a live rollout or the store holds."""
+
+    code = "session_exists"
+    status = 409
     type = "invalid_request_error"
 
 

@@ -55,3 +55,65 @@ async def _until_persisted(store: Store, session_id: str, n: int) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"session {session_id} never reached {n} persisted events")
+
+
+async def test_a_rollout_named_by_its_metadata_records_to_that_session(
+    sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """The session id a harness gives is the one created *and* committed to."""
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+    async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
+        run = await store.create_run("standalone")
+        async with (
+            StoreRecorder(store, run.id) as recorder,
+            Gateway(
+                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
+            ) as gateway,
+        ):
+            mine = await register(http, gateway, metadata={"session_id": "mine"})
+            async with openai_client(mine) as client:
+                for turn in range(2):
+                    await client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": f"q{turn}"}]
+                    )
+            live = await events(http, gateway, mine["id"])
+            await gateway.unregister(mine["id"])
+        session = await store.get_session("mine")
+        assert (session.status, session.n_events, session.run_id) == ("completed", 4, run.id)
+        assert [e.to_dict() for e in await store.events("mine")] == live
+        assert [s.id for s in await store.list_sessions(run.id)] == ["mine"]
+        assert recorder.failures == 0
+
+
+async def test_a_session_id_taken_is_409_session_exists(
+    sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+    async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
+        earlier = await store.create_run("earlier")
+        await store.create_session(earlier.id, session_id="stored")
+        run = await store.create_run("standalone")
+        async with (
+            StoreRecorder(store, run.id) as recorder,
+            Gateway(
+                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
+            ) as gateway,
+        ):
+            await register(http, gateway, metadata={"session_id": "live"})
+            headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            for taken in ("live", "stored"):
+                body = {"metadata": {"session_id": taken}}
+                async with http.post(
+                    gateway.admin_url + "/rollouts", json=body, headers=headers
+                ) as resp:
+                    assert resp.status == 409
+                    assert (await resp.json())["error"]["code"] == "session_exists"
+            async with http.post(
+                gateway.admin_url + "/rollouts", json={"metadata": {"session_id": 7}},
+                headers=headers,
+            ) as resp:  # fmt: skip
+                assert resp.status == 400
+                assert "metadata.session_id" in (await resp.json())["error"]["message"]
+            assert len(gateway.rollouts()) == 1  # nothing half-registered
+            assert gateway.pool.snapshot().leases == 1
+        assert (await store.get_session("stored")).run_id == earlier.id  # untouched

@@ -26,12 +26,13 @@ from rolltap.errors import (
     RolloutClosedError,
     RolloutNotFoundError,
     RolltapError,
+    SessionExistsError,
 )
 from rolltap.gateway.admin import add_admin_routes
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
-from rolltap.gateway.observer import RolloutObserver
-from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
+from rolltap.gateway.observer import RolloutAdmitter, RolloutObserver
+from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session_id_of
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.tokens import renderer_config
@@ -81,6 +82,8 @@ class Gateway:
         self.observers = list(observers)
         self._servers: list[GatewayServer] = []
         self._rollouts: dict[str, Rollout] = {}
+        #: the session ids of live rollouts (and of registrations under way)
+        self._sessions: set[str] = set()
         self._place_lock = asyncio.Lock()
         self._reap_wakeup = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
@@ -186,12 +189,20 @@ class Gateway:
         ep = self._endpoint(endpoint)
         credential = api_key if api_key is not None else ep.resolve_credential()
         rollout_id = new_rollout_id()
+        session_id = session_id_of(metadata or {}, rollout_id)
+        if session_id in self._sessions:
+            raise SessionExistsError(f"a live rollout records to session {session_id!r}")
+        self._sessions.add(session_id)  # held from here: two registrations cannot share it
 
         async def build() -> RelayClient:
             return RelayClient(ep, credential)
 
-        key = ep.identity(credential=credential, user=user)
-        lease = await self.pool.borrow(key, build, holder=rollout_id)
+        try:
+            key = ep.identity(credential=credential, user=user)
+            lease = await self.pool.borrow(key, build, holder=rollout_id)
+        except BaseException:
+            self._sessions.discard(session_id)
+            raise
         try:
             async with self._place_lock:
                 server = await self._choose_server()
@@ -201,6 +212,7 @@ class Gateway:
                     endpoint=ep,
                     lease=lease,
                     server=server,
+                    session_id=session_id,
                     user=user,
                     metadata=dict(metadata or {}),
                     limits=limits or RolloutLimits(),
@@ -208,7 +220,9 @@ class Gateway:
                     limiter=self._limiters.get(ep.name),
                 )
                 server.place(rollout)
+            await self._admit(rollout)
         except BaseException:
+            self._sessions.discard(session_id)
             lease.release()
             raise
         self._rollouts[rollout_id] = rollout
@@ -216,6 +230,15 @@ class Gateway:
         for observer in self.observers:
             observer.rollout_registered(rollout)
         return rollout
+
+    async def _admit(self, rollout: Rollout) -> None:
+        try:
+            for observer in self.observers:
+                if isinstance(observer, RolloutAdmitter):
+                    await observer.admit_rollout(rollout)
+        except BaseException:
+            rollout.server.remove(rollout.id)
+            raise
 
     def get(self, rollout_id: str) -> Rollout:
         rollout = self._rollouts.get(rollout_id)
@@ -250,6 +273,7 @@ class Gateway:
     def _drop(self, rollout_id: str, error: RolltapError) -> Rollout:
         rollout = self.get(rollout_id)
         del self._rollouts[rollout_id]
+        self._sessions.discard(rollout.session_id)
         rollout.server.remove(rollout_id)
         rollout.close(error)
         self._reap_wakeup.set()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from rolltap.gateway.rollout import Rollout
 
-__all__ = ["RolloutObserver"]
+__all__ = ["RolloutAdmitter", "RolloutObserver"]
 
 
 class RolloutObserver(Protocol):
@@ -23,3 +23,11 @@ class RolloutObserver(Protocol):
     def call_finished(self, rollout: Rollout) -> None: ...
 
     def rollout_ended(self, rollout: Rollout, status: str) -> None: ...
+
+
+@runtime_checkable
+class RolloutAdmitter(Protocol):
+    """An observer that must accept a rollout before its registration completes (e.g. a
+    store recorder creating its session): whatever it raises fails the registration."""
+
+    async def admit_rollout(self, rollout: Rollout) -> None: ...

@@ -5,11 +5,14 @@ with at most one commit in flight per session: calls that finish meanwhile are f
 into the next one. Commits of different rollouts run concurrently so the store's serial
 writer can group them into one transaction.
 
-Two owners use it. ``rolltap gateway --store URL`` gives a ``run_id``: each registered
-rollout becomes a session of that run, and its final commit carries the status it ended
-with. The eval runner creates its sessions itself (named by the rollout's
-``metadata["session_id"]``), passes ``final_commit=False``, and after :meth:`settle`
-makes the final commit with status and reward, so no incremental commit lands after it.
+Every commit goes to the rollout's ``session_id``, set once when it registered (its
+``metadata["session_id"]``, else its id). Two owners use it. ``rolltap gateway --store
+URL`` gives a ``run_id``: each rollout's session is created in that run before its
+registration completes (an id the store holds already fails it: ``409 session_exists``),
+and its final commit carries the status it ended with. The eval runner creates its
+sessions itself and registers each rollout with its session's id, passes
+``final_commit=False``, and after :meth:`settle` makes the final commit with status and
+reward, so no incremental commit lands after it.
 
 >>> async def main(store: Store, endpoint: EndpointConfig) -> None:  # doctest: +SKIP
 ...     run = await store.create_run("standalone")
@@ -26,16 +29,14 @@ from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
-from rolltap.errors import StoreError
-from rolltap.gateway.rollout import Rollout
+from rolltap.errors import SessionExistsError, StoreError
+from rolltap.gateway.rollout import SESSION_KEY, Rollout
 from rolltap.store import CommitResult, EventLog, SessionInfo
+from rolltap.store.errors import StoreConflictError
 
 __all__ = ["SESSION_KEY", "SessionStore", "StoreRecorder"]
 
 log = logging.getLogger("rolltap.gateway.recorder")
-
-#: the rollout metadata key naming its store session (default: the rollout id)
-SESSION_KEY = "session_id"
 
 
 class SessionStore(Protocol):
@@ -66,11 +67,6 @@ class SessionStore(Protocol):
     def forget(self, session_id: str) -> None: ...
 
 
-def session_of(rollout: Rollout) -> str:
-    session_id = rollout.metadata.get(SESSION_KEY)
-    return session_id if isinstance(session_id, str) else rollout.id
-
-
 class StoreRecorder:
     """A :class:`~rolltap.gateway.observer.RolloutObserver` that commits to a store."""
 
@@ -81,7 +77,6 @@ class StoreRecorder:
         self.run_id = run_id
         self.final_commit = final_commit
         self.failures = 0
-        self._created: dict[str, asyncio.Task[Any]] = {}
         self._dirty: dict[str, EventLog] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._stack = AsyncExitStack()
@@ -105,18 +100,23 @@ class StoreRecorder:
             raise StoreError("the recorder is closed")
         return self._tasks.create_task(coro)
 
-    def rollout_registered(self, rollout: Rollout) -> None:
+    async def admit_rollout(self, rollout: Rollout) -> None:
+        """Create the rollout's session in the run (when this recorder has one)."""
         if self.run_id is None:
             return  # the owner created the session itself
         task = {"metadata": rollout.metadata, "endpoint": rollout.endpoint.name}
-        self._created[rollout.id] = self._spawn(
-            self.store.create_session(
-                self.run_id, session_id=rollout.id, user=rollout.user, task=task
+        try:
+            await self.store.create_session(
+                self.run_id, session_id=rollout.session_id, user=rollout.user, task=task
             )
-        )
+        except StoreConflictError as exc:
+            raise SessionExistsError(f"the store holds session {rollout.session_id!r}") from exc
+
+    def rollout_registered(self, rollout: Rollout) -> None:
+        pass
 
     def call_finished(self, rollout: Rollout) -> None:
-        session_id = session_of(rollout)
+        session_id = rollout.session_id
         self._dirty[session_id] = rollout.log
         if session_id not in self._pending:
             self._pending[session_id] = self._spawn(self._drain(session_id))
@@ -134,9 +134,6 @@ class StoreRecorder:
 
     async def _drain(self, session_id: str) -> None:
         try:
-            created = self._created.get(session_id)
-            if created is not None:
-                await created
             while (events := self._dirty.pop(session_id, None)) is not None:
                 await self.store.commit(session_id, events, status="running")
         except StoreError as err:
@@ -148,12 +145,9 @@ class StoreRecorder:
             self._pending.pop(session_id, None)
 
     async def _finish(self, rollout: Rollout, status: str) -> None:
-        session_id = session_of(rollout)
+        session_id = rollout.session_id
         await self.settle(session_id)
         try:
-            created = self._created.pop(session_id, None)
-            if created is not None:
-                await created
             await self.store.commit(session_id, rollout.log, status=status)
         except StoreError as err:
             self.failures += 1

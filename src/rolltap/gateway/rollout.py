@@ -11,17 +11,40 @@ from typing import TYPE_CHECKING, Any
 
 from rolltap.clients.relay import RelayClient
 from rolltap.config import EndpointConfig
-from rolltap.errors import LimitReachedError, RolloutClosedError, RolltapError
+from rolltap.errors import (
+    InvalidRequestError,
+    LimitReachedError,
+    RolloutClosedError,
+    RolltapError,
+)
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.pool import Lease
 from rolltap.store.events import EventLog
+from rolltap.store.schema import ID_LENGTH
 
 if TYPE_CHECKING:
     from rolltap.gateway.server import GatewayServer
     from rolltap.tokens.turns import TokenTurns
 
-__all__ = ["Intercept", "Rollout", "new_rollout_id", "new_secret"]
+__all__ = ["SESSION_KEY", "Intercept", "Rollout", "new_rollout_id", "new_secret", "session_id_of"]
+
+
+#: the rollout metadata key naming its store session (default: the rollout id)
+SESSION_KEY = "session_id"
+
+
+def session_id_of(metadata: dict[str, Any], rollout_id: str) -> str:
+    """The session a rollout registered with ``metadata`` records to: its
+    ``metadata["session_id"]`` when given, else the rollout id."""
+    given = metadata.get(SESSION_KEY)
+    if given is None:
+        return rollout_id
+    if not isinstance(given, str) or not 0 < len(given) <= ID_LENGTH:
+        raise InvalidRequestError(
+            f"must be a string of 1 to {ID_LENGTH} characters", field=f"metadata.{SESSION_KEY}"
+        )
+    return given
 
 
 def new_rollout_id() -> str:
@@ -72,6 +95,8 @@ class Rollout:
     endpoint: EndpointConfig
     lease: Lease[RelayClient]
     server: GatewayServer
+    #: the store session its events go to, set once at registration (see :func:`session_id_of`)
+    session_id: str
     user: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     limits: RolloutLimits = field(default_factory=RolloutLimits)
