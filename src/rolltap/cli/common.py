@@ -26,5 +26,8 @@ def run_async(main: Coroutine[Any, Any, None]) -> None:
     except KeyboardInterrupt:
         err_console.print("stopped")
     except RolltapError as err:
-        err_console.print(f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}")
+        # one line, never wrapped: scripts grep it
+        err_console.print(
+            f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}", soft_wrap=True
+        )
         raise typer.Exit(2 if isinstance(err, UsageError) else 1) from err
