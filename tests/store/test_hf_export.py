@@ -225,3 +225,48 @@ def test_without_the_extra_it_is_a_one_line_usage_error(
         "pip install 'rolltap[hf]'"
     ]
     assert not (tmp_path / "out").exists() and not (tmp_path / "lib").exists()
+
+
+def _tokens_log(*records: dict[str, Any]) -> EventLog:
+    log = EventLog()
+    for n, tokens in enumerate(records):
+        asked = [{"role": "user", "content": f"q{n}"}]
+        log.append(
+            "model_request",
+            {"intercept_id": f"i{n}", "dialect": "chat", "params": {}, "messages": asked},
+        )
+        answer = {"role": "assistant", "content": f"a{n}"}
+        log.append(
+            "model_response",
+            {"intercept_id": f"i{n}", "status": 200, "tokens": tokens, "message": answer},
+        )
+    return log
+
+
+async def test_rewritten_history_and_malformed_records(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/segments.db"
+    first = {"prompt_ids": [1, 2], "completion_ids": [3], "completion_logprobs": [-1.0],
+             "render": "full"}  # fmt: skip
+    rewritten = {"prompt_ids": [1, 9], "completion_ids": [4, 5], "render": "full"}
+    async with await Store.open(url) as store:
+        run = await store.create_run("segments")
+        for sid, log in (
+            ("s1", _tokens_log(first, rewritten)),
+            ("s2", _tokens_log(first, {**rewritten, "completion_ids": [-4]})),
+        ):
+            await store.create_session(run.id, session_id=sid, task={})
+            await store.commit(sid, log, status="completed")  # fmt: skip
+    done = await _export(url, tmp_path / "out")
+    assert (done.exported, done.with_tokens, done.warned) == (2, 1, 1)
+    assert done.warnings == ["s2: token records not exported: event 3: "
+                             "completion_ids must be a list of non-negative integers"]  # fmt: skip
+    two, bad = datasets.load_from_disk(str(tmp_path / "out"))
+    assert [two[col] for col in TOKEN_COLUMNS[:4]] == [None] * 4  # several sequences
+    assert two["segments"] == [
+        {"prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-1.0], "loss_mask": [1]},
+        {"prompt_ids": [1, 9], "completion_ids": [4, 5], "logprobs": [None, None],
+         "loss_mask": [1, 1]},
+    ]  # fmt: skip
+    assert [bad[col] for col in TOKEN_COLUMNS] == [None] * 5
+    assert bad["metadata"]["warnings"] == [done.warnings[0].removeprefix("s2: ")]
+    assert [m["content"] for m in bad["messages"]] == ["q0", "a0", "q1", "a1"]
