@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rolltap.errors import RolltapError, UsageError
+from rolltap.errors import RolltapError
 
 __all__ = ["console", "err_console", "run_async"]
 
@@ -19,15 +19,11 @@ err_console = Console(stderr=True)
 
 
 def run_async(main: Coroutine[Any, Any, None]) -> None:
-    """Run a command's coroutine; Ctrl-C stops it cleanly, rolltap errors exit 1 (a
-    :class:`UsageError`, such as a missing extra, exits 2)."""
+    """Run a command's coroutine; Ctrl-C stops it cleanly, rolltap errors exit 1."""
     try:
         asyncio.run(main)
     except KeyboardInterrupt:
         err_console.print("stopped")
     except RolltapError as err:
-        # one line, never wrapped: scripts grep it
-        err_console.print(
-            f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}", soft_wrap=True
-        )
-        raise typer.Exit(2 if isinstance(err, UsageError) else 1) from err
+        err_console.print(f"[red]error[/red] {escape(f'[{err.code}] {err.message}')}")
+        raise typer.Exit(1) from err
