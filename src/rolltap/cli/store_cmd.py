@@ -17,7 +17,9 @@ import typer
 from rolltap.cli.common import console, err_console, run_async
 from rolltap.cli.eval_cmd import compare_command
 from rolltap.cli.tables import Column, fitted_table
+from rolltap.errors import UsageError
 from rolltap.store import Store, resolve_store_url, upgrade
+from rolltap.store.hf_export import export_hf, require_hf
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.reader import reading
 from rolltap.store.token_export import TokenExport, export_tokens
@@ -131,28 +133,36 @@ def sessions_show(
 
 
 def sessions_export(
-    output: Annotated[str, typer.Option("-o", "--output", help="JSONL file; - for stdout.")],
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="JSONL file (- for stdout); hf: a directory.")
+    ],
     store: StoreOpt = None,
     run: Annotated[str | None, typer.Option("--run", help="Only this run (id or prefix).")] = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Only this session (id or prefix).")
     ] = None,
     fmt: Annotated[
-        Literal["jsonl", "tokens"],
+        Literal["jsonl", "tokens", "hf"],
         typer.Option(
             "--format",
             help="jsonl: sessions with their events (re-importable); tokens: one training "
-            "sequence per rollout from its token records (docs/training-export.md).",
+            "sequence per rollout from its token records (docs/training-export.md); hf: a "
+            "Hugging Face dataset directory for datasets.load_from_disk, one row per "
+            "rollout (docs/datasets-export.md; the hf extra).",
         ),
     ] = "jsonl",
 ) -> None:
     """Export sessions as JSONL: one session per line with its events, forks resolved.
 
     With --format tokens: one training sequence per rollout that has token records,
-    others skipped (counted on stderr).
+    others skipped (counted on stderr). With --format hf: a dataset directory.
     """
 
     async def main() -> None:
+        if fmt == "hf":
+            if output == "-":
+                raise UsageError("--format hf writes a directory: give -o DIR")
+            require_hf()
         async with await Store.open(resolve_store_url(store), create=False) as opened:
             run_id = None if run is None else await opened.resolve_run_id(run)
             session_id = None if session is None else await opened.resolve_session_id(session)
@@ -160,6 +170,12 @@ def sessions_export(
             if fmt == "tokens":
                 async with reading(opened.engine) as conn:
                     _report_tokens(await export_tokens(conn, dest, run=run_id, session=session_id))
+                return
+            if fmt == "hf":
+                async with reading(opened.engine) as conn:
+                    done = await export_hf(conn, output, run=run_id, session=session_id)
+                for line in done.report():
+                    err_console.print(line, markup=False, highlight=False)
                 return
             count = await opened.export_jsonl(dest, run=run_id, session=session_id)
         err_console.print(f"exported {count} session(s)")

@@ -29,6 +29,7 @@ from rolltap.clients.completions import (
 from rolltap.clients.relay import UpstreamResponse
 from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Request, Response
+from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.errors import UpstreamProtocolError
 from rolltap.gateway.call import ModelCall, relayed_headers
 from rolltap.gateway.folding import events_of, summarize_canonical
@@ -130,7 +131,9 @@ class TokenCall(ModelCall):
         completion = parse_completion(endpoint.completions_api, parsed)
         turns.sampled(prompt, completion.ids)
         answer = self._answer(completion)
-        recorded = {"body": parsed, **summarize_canonical(answer)}
+        # the body is the raw completion; the message is what it parsed to (tool calls)
+        message = chat_response(answer)["choices"][0]["message"]
+        recorded = {"body": parsed, "message": message, **summarize_canonical(answer)}
         recorded["tokens"] = _tokens(prompt, completion)
         self._record_response(status, recorded)
         return await self._deliver(answer, status, headers)

@@ -236,8 +236,10 @@ class Runner:
         if result.reward is not None:
             events.append(EventKind.REWARD, {"reward": result.reward, **result.components})
         events.append(
-            EventKind.STATUS, {"status": result.status, "error": result.error, "limit": limit}
-        )
+            EventKind.STATUS,
+            {"status": result.status, "error": result.error, "limit": limit,
+             "answer": result.answer},
+        )  # fmt: skip
         try:
             await self.store.commit(session_id, events, status=result.status, reward=result.reward)
         except StoreError as err:

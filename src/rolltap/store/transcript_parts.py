@@ -145,13 +145,15 @@ def _item_entries(item: Mapping[str, Any]) -> list[Entry]:
 
 
 def body_entries(payload: Mapping[str, Any]) -> list[Entry]:
-    """The output of a ``model_response`` payload: its ``body`` (in the upstream's
-    dialect, streams folded into body shape; each dialect's body has its own top-level
-    key) or, without one, its ``message``."""
-    body = payload.get("body")
+    """The output of a ``model_response`` payload: its ``message`` (a token client's
+    answer parsed from the raw completion in ``body``, or a message recorded alone), else
+    its ``body`` (in the upstream's dialect, streams folded into body shape; each
+    dialect's body has its own top-level key)."""
+    message, body = payload.get("message"), payload.get("body")
+    if isinstance(message, Mapping):
+        return _chat_reply(message)
     if not isinstance(body, Mapping):
-        message = payload.get("message")
-        return _chat_reply(message) if isinstance(message, Mapping) else []
+        return []
     if "choices" in body:
         return _choice(body.get("choices") or [{}])
     if "output" in body:
