@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +54,28 @@ def wait_gone(pid: int, timeout: float) -> bool:
         return bool(ready)
     finally:
         os.close(fd)
+
+
+def read_fifo(fifo: Path, proc: subprocess.Popen[Any], timeout: float = 50) -> str:
+    """What a writer puts in ``fifo`` (one write, then it closes it), failing at once if
+    ``proc`` exits first: its exit ends the wait as the write would."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # no writer yet: returns at once
+    exited = os.pidfd_open(proc.pid)
+    try:
+        # Linux reports a FIFO readable only once a writer has written (or come and gone)
+        ready, _, _ = select.select([fd, exited], [], [], timeout)
+        if fd not in ready:
+            code = proc.poll()
+            raise AssertionError(f"no write to {fifo}: the process exited with {code}")
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as reader:
+            chunks = []
+            while True:
+                select.select([fd], [], [], timeout)
+                data = reader.read()  # None: nothing yet; b"": the writer closed it
+                if data == b"":
+                    return b"".join(chunks).decode()
+                if data:
+                    chunks.append(data)
+    finally:
+        os.close(fd)
+        os.close(exited)

@@ -15,7 +15,7 @@ import pytest
 
 from clikit import TASKS
 from helpers import require_local_extra
-from local.localkit import starts, use_standin, wait_gone
+from local.localkit import read_fifo, starts, use_standin, wait_gone
 from rolltap.proc import describe_exit
 
 pytestmark = pytest.mark.timeout(60)
@@ -101,7 +101,7 @@ def test_a_cmd_harness_and_its_children_die_with_a_killed_eval(tmp_path: Path) -
     ]  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
         try:
-            shell, grandchild = (int(pid) for pid in fifo.read_text().split())
+            shell, grandchild = (int(pid) for pid in read_fifo(fifo, proc).split())
             proc.kill()
         finally:
             proc.kill()
@@ -176,7 +176,7 @@ def test_sigterm_to_eval_stops_the_local_model_and_marks_the_rollouts(
             "--store", f"sqlite:///{store}"]  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
         try:
-            assert called.read_text() == "called\n"  # a rollout's call is in flight
+            assert read_fifo(called, proc) == "called\n"  # a rollout's call is in flight
             ((server, _),) = starts(log)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 143
