@@ -30,7 +30,7 @@ from rolltap.errors import (
 from rolltap.gateway.admin import add_admin_routes
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
-from rolltap.gateway.observer import RolloutObserver
+from rolltap.gateway.observer import CallTracer, RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
@@ -55,6 +55,7 @@ class Gateway:
         *,
         pool: ModelClientPool[RelayClient] | None = None,
         observers: Sequence[RolloutObserver] = (),
+        tracer: CallTracer | None = None,
     ) -> None:
         eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
         if not eps:
@@ -78,7 +79,9 @@ class Gateway:
             max_clients=self.settings.max_model_clients
         )
         self.stats = GatewayStats()
-        self.observers = list(observers)
+        #: sees every rollout (as an observer) and every ended call: spans, when given
+        self.tracer = tracer
+        self.observers = [*observers, *([] if tracer is None else [tracer])]
         self._servers: list[GatewayServer] = []
         self._rollouts: dict[str, Rollout] = {}
         self._place_lock = asyncio.Lock()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from rolltap.gateway.call import ModelCall
     from rolltap.gateway.rollout import Rollout
 
-__all__ = ["RolloutObserver"]
+__all__ = ["CallTracer", "RolloutObserver"]
 
 
 class RolloutObserver(Protocol):
@@ -23,3 +24,13 @@ class RolloutObserver(Protocol):
     def call_finished(self, rollout: Rollout) -> None: ...
 
     def rollout_ended(self, rollout: Rollout, status: str) -> None: ...
+
+
+class CallTracer(RolloutObserver, Protocol):
+    """An observer also handed each model call once it has ended (its outcome recorded),
+    with the request's headers and body; e.g. :class:`rolltap.otel.tracer.GatewayTracer`.
+
+    The gateway calls it only when one is given: with none, a call costs one ``is None``.
+    """
+
+    def call_ended(self, call: ModelCall) -> None: ...
