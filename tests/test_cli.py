@@ -49,7 +49,10 @@ def test_gateway_dialect_flag_reaches_the_endpoint(
     seen: list[EndpointConfig | None] = []
 
     async def fake_serve(
-        endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
+        endpoint: EndpointConfig | None,
+        settings: GatewaySettings,
+        store_url: str | None,
+        tracing: object = None,
     ) -> None:
         seen.append(endpoint)
 
@@ -60,6 +63,30 @@ def test_gateway_dialect_flag_reaches_the_endpoint(
     assert result.exit_code == 0, result.output
     assert seen[0] is not None
     assert seen[0].dialect == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "otel", "content"),
+    [([], None, False), (["--otel", "--otel-content"], True, True), (["--no-otel"], False, False)],
+)
+def test_gateway_otel_flags_reach_the_gateway(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], otel: bool | None, content: bool
+) -> None:
+    seen: list[gateway_cmd._Tracing] = []
+
+    async def fake_serve(
+        endpoint: EndpointConfig | None,
+        settings: GatewaySettings,
+        store_url: str | None,
+        tracing: gateway_cmd._Tracing,
+    ) -> None:
+        seen.append(tracing)
+
+    monkeypatch.setattr(gateway_cmd, "_serve", fake_serve)
+    args = ["gateway", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", *flags]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (seen[0].otel, seen[0].content) == (otel, content)
 
 
 def test_gateway_dialect_needs_an_endpoint() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
+from rolltap.otel import open_tracer, otel_enabled
 from rolltap.store import Store, mask_url
 
 __all__ = ["register"]
@@ -35,17 +37,27 @@ _DIALECT: dict[UpstreamDialect, Dialect] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class _Tracing:
+    otel: bool | None = None
+    content: bool = False
+
+
 async def _serve(
-    endpoint: EndpointConfig | None, settings: GatewaySettings, store_url: str | None
+    endpoint: EndpointConfig | None,
+    settings: GatewaySettings,
+    store_url: str | None,
+    tracing: _Tracing = _Tracing(),
 ) -> None:
+    otel_enabled(tracing.otel)  # a missing extra fails before the local model starts
     if endpoint is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
-            await _serve(local, settings, store_url)
+            await _serve(local, settings, store_url, tracing)
         return
     if store_url is None:
-        await _run_gateway(endpoint, settings, [])
+        await _run_gateway(endpoint, settings, [], tracing)
         return
     async with await Store.open(store_url) as store:
         run = await store.create_run(
@@ -54,13 +66,22 @@ async def _serve(
         )
         console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
         async with StoreRecorder(store, run.id) as recorder:
-            await _run_gateway(endpoint, settings, [recorder])
+            await _run_gateway(endpoint, settings, [recorder], tracing, run.id)
 
 
 async def _run_gateway(
-    endpoint: EndpointConfig, settings: GatewaySettings, observers: list[RolloutObserver]
+    endpoint: EndpointConfig,
+    settings: GatewaySettings,
+    observers: list[RolloutObserver],
+    tracing: _Tracing,
+    run_id: str | None = None,
 ) -> None:
-    async with Gateway(endpoint, settings, observers=observers) as gateway:
+    async with (
+        open_tracer(tracing.otel, content=tracing.content, run_id=run_id) as tracer,
+        Gateway(endpoint, settings, observers=observers, tracer=tracer) as gateway,
+    ):
+        if tracer is not None:
+            console.print("tracing: OpenTelemetry spans exported over OTLP/HTTP")
         console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
         if gateway.admin_token_generated:
             console.print(
@@ -103,6 +124,16 @@ def gateway(
             "mysql://…); default: in memory until the rollout is deleted"
         ),
     ] = None,
+    otel: Annotated[
+        bool | None,
+        typer.Option(
+            "--otel/--no-otel",
+            help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
+        ),
+    ] = None,
+    otel_content: Annotated[
+        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+    ] = False,
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
@@ -119,7 +150,7 @@ def gateway(
             api_key_env=api_key_env,
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
         )
-    run_async(_serve(ep, settings, store))
+    run_async(_serve(ep, settings, store, _Tracing(otel, otel_content)))
 
 
 def register(app: typer.Typer) -> None:

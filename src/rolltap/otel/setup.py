@@ -7,6 +7,7 @@ Nothing here imports OpenTelemetry until tracing is asked for, so ``import rollt
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -62,8 +63,13 @@ def otel_enabled(flag: bool | None) -> bool:
         return True
     if flag:
         raise missing
-    log.warning("OTLP endpoint set but tracing is off: %s", missing.message)
+    _warn_once(missing.message)
     return False
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning("an OTLP endpoint is set but tracing is off: %s", message)
 
 
 def otlp_provider() -> TracerProvider:

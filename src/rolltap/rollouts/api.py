@@ -21,6 +21,7 @@ from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
+from rolltap.otel import open_tracer, otel_enabled
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness, load_harness
 from rolltap.rollouts.results import RolloutResult
@@ -108,7 +109,11 @@ async def _run_on(
         local = endpoint.name == "local" and ctx.endpoint is None and not config.endpoint
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings
-        async with Gateway(endpoint, settings, observers=[observer]) as gateway:
+        tracing = open_tracer(config.otel, content=config.otel_content, run_id=run_id)
+        async with (
+            tracing as tracer,
+            Gateway(endpoint, settings, observers=[observer], tracer=tracer) as gateway,
+        ):
             # a token endpoint's tokenizer loads once, before the wave, not inside it
             await gateway.ready()
             runner = Runner(
@@ -143,6 +148,7 @@ async def execute(
 ) -> RunResult:
     """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``."""
     ctx = _Context(hooks or Hooks(), harness, endpoint)
+    otel_enabled(config.otel)  # a missing extra fails before any run is created
     async with await Store.open(config.store) as store:
         if resume_run is None:
             task_list = list(tasks) if tasks is not None else _load(config)
@@ -180,6 +186,8 @@ async def evaluate(
     name: str | None = None,
     hooks: Hooks | None = None,
     client: Literal["relay", "tokens"] | None = None,
+    otel: bool | None = None,
+    otel_content: bool = False,
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
@@ -187,6 +195,7 @@ async def evaluate(
     built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
+    ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
     """
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
@@ -194,7 +203,7 @@ async def evaluate(
         harness=harness if isinstance(harness, str) else _qualname(harness),
         endpoint=endpoint if isinstance(endpoint, str) else None,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
-        client=client,
+        client=client, otel=otel, otel_content=otel_content,
         store=store,
     )  # fmt: skip
     task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]
