@@ -174,8 +174,9 @@ class GatewayTracer:
             "rolltap.upstream.dialect": upstream,
             **self._server(rollout.endpoint),
         }
+        body = call.body
         for key, name in _REQUEST_PARAMS.items():
-            if (value := _number(call.body.get(key))) is not None:
+            if key in body and (value := _number(body[key])) is not None:
                 attrs[name] = value
         if self.content:
             attrs.update(input_attributes(call.harness, call.body))
