@@ -13,10 +13,13 @@ import orjson
 import pytest
 from aiohttp import web
 
+from rolltap.config import EndpointConfig
 from rolltap.errors import MissingExtraError
 from rolltap.otel import otel_enabled, otel_requested
 from rolltap.otel.setup import ENDPOINT_VARS, _warn_once
 from rolltap.rollouts import Task, evaluate
+from rolltap.serve import ServeConfig
+from rolltap.serve.supervisor import Supervisor
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
@@ -183,3 +186,20 @@ async def test_eval_otel_exports_spans_over_otlp_http(
     async with await Store.open(url) as store:
         stored = (await store.get_run(run_id)).config["run"]
     assert stored["otel"] is True and stored["otel_content"] is False
+
+
+SERVE_ENDPOINTS = [EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m")]
+
+
+def test_serve_without_the_extra_fails_the_supervisor(without_extra: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MissingExtraError):
+        Supervisor(ServeConfig(endpoints=SERVE_ENDPOINTS, otel=True))
+    assert not Supervisor(ServeConfig(endpoints=SERVE_ENDPOINTS))._otel
+
+
+def test_serve_decides_once_for_its_workers(no_otel_env: pytest.MonkeyPatch) -> None:
+    config = ServeConfig.build({"endpoints": SERVE_ENDPOINTS, "otel_content": True})
+    assert not Supervisor(config)._otel
+    no_otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    assert Supervisor(config)._otel and config.otel_content
+    assert not Supervisor(config.model_copy(update={"otel": False}))._otel
