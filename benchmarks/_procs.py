@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 
 import psutil
@@ -39,11 +39,17 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
 
 @contextmanager
 def running(
-    command: list[str], health_url: str, *, stderr: int | None = None
+    command: list[str],
+    health_url: str,
+    *,
+    stderr: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[psutil.Process]:
-    """Run ``command`` until the block ends, once ``health_url`` answers 200; its handle."""
+    """Run ``command`` until the block ends, once ``health_url`` answers 200; its handle.
+
+    ``env``: its environment (default: ours), the admin token added."""
     proc = subprocess.Popen(
-        command, env=dict(os.environ, ROLLTAP_ADMIN_TOKEN="bench"),
+        command, env=dict(os.environ if env is None else env, ROLLTAP_ADMIN_TOKEN="bench"),
         stdout=subprocess.DEVNULL, stderr=stderr,
     )  # fmt: skip
     try:

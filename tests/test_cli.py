@@ -54,6 +54,7 @@ def test_gateway_dialect_flag_reaches_the_endpoint(
         settings: GatewaySettings,
         store_url: str | None,
         until: UntilSignalled,
+        tracing: object = None,
     ) -> int:
         seen.append(endpoint)
         return 0
@@ -65,6 +66,32 @@ def test_gateway_dialect_flag_reaches_the_endpoint(
     assert result.exit_code == 0, result.output
     assert seen[0] is not None
     assert seen[0].dialect == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "otel", "content"),
+    [([], None, False), (["--otel", "--otel-content"], True, True), (["--no-otel"], False, False)],
+)
+def test_gateway_otel_flags_reach_the_gateway(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], otel: bool | None, content: bool
+) -> None:
+    seen: list[gateway_cmd._Tracing] = []
+
+    async def fake_serve(
+        endpoint: EndpointConfig | None,
+        settings: GatewaySettings,
+        store_url: str | None,
+        until: UntilSignalled,
+        tracing: gateway_cmd._Tracing,
+    ) -> int:
+        seen.append(tracing)
+        return 0
+
+    monkeypatch.setattr(gateway_cmd, "_serve", fake_serve)
+    args = ["gateway", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", *flags]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (seen[0].otel, seen[0].content) == (otel, content)
 
 
 def test_gateway_dialect_needs_an_endpoint() -> None:

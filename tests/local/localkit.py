@@ -68,7 +68,7 @@ def read_fifo(fifo: Path, proc: subprocess.Popen[Any], timeout: float = 50) -> s
             code = proc.poll()
             raise AssertionError(f"no write to {fifo}: the process exited with {code}")
         with os.fdopen(os.dup(fd), "rb", buffering=0) as reader:
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 select.select([fd], [], [], timeout)
                 data = reader.read()  # None: nothing yet; b"": the writer closed it

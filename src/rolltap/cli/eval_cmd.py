@@ -53,7 +53,11 @@ async def _eval(
         hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
                       on_plan=progress.plan, on_stage=progress.stage)  # fmt: skip
         if resume is not None:
-            overrides = {"c": config.c} if config.c != RunConfig().c else {}
+            overrides: dict[str, Any] = {"c": config.c} if config.c != RunConfig().c else {}
+            if config.otel is not None:  # given now: wins over the stored run's
+                overrides["otel"] = config.otel
+            if config.otel_content:
+                overrides["otel_content"] = True
             result = await resume_run(resume, store=config.store, overrides=overrides, hooks=hooks)
         else:
             result = await execute(config, hooks=hooks)
@@ -139,6 +143,15 @@ def eval_command(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
     sample_max_tokens: Annotated[int | None, typer.Option(help="max_tokens per call")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    otel: Annotated[
+        bool | None,
+        typer.Option(
+            "--otel/--no-otel", help="OpenTelemetry spans \\[on if OTEL_EXPORTER_OTLP_ENDPOINT]"
+        ),
+    ] = None,
+    otel_content: Annotated[
+        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+    ] = False,
 ) -> None:
     """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
     flags = {
@@ -146,6 +159,7 @@ def eval_command(
         "api_key_env": api_key_env, "n": n, "r": r, "c": c, "dialect": dialect,
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
+        "otel": otel, "otel_content": otel_content or None,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)

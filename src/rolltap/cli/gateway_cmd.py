@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
@@ -23,6 +24,7 @@ from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
+from rolltap.otel import open_tracer, otel_enabled
 from rolltap.store import Store, mask_url
 
 __all__ = ["register"]
@@ -43,20 +45,28 @@ _DIALECT: dict[UpstreamDialect, Dialect] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class _Tracing:
+    otel: bool | None = None
+    content: bool = False
+
+
 async def _serve(
     endpoint: EndpointConfig | None,
     settings: GatewaySettings,
     store_url: str | None,
     until: UntilSignalled,
+    tracing: _Tracing = _Tracing(),
 ) -> int:
     """Serve until a signal; 0 after a clean shutdown, 1 if it timed out or a commit failed."""
+    otel_enabled(tracing.otel)  # a missing extra fails before the local model starts
     if endpoint is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
-            return await _serve(local, settings, store_url, until)
+            return await _serve(local, settings, store_url, until, tracing)
     if store_url is None:
-        return await _run_gateway(endpoint, settings, [], until)
+        return await _run_gateway(endpoint, settings, [], until, tracing)
     async with await Store.open(store_url) as store:
         run = await store.create_run(
             f"gateway {time.strftime('%Y-%m-%d %H:%M:%S')}",
@@ -64,7 +74,7 @@ async def _serve(
         )
         console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
         async with StoreRecorder(store, run.id) as recorder:
-            code = await _run_gateway(endpoint, settings, [recorder], until)
+            code = await _run_gateway(endpoint, settings, [recorder], until, tracing, run.id)
     if recorder.failures:
         print_error("store_error", f"{recorder.failures} commit(s) failed: see the warnings above")
         return EXIT_FAILED
@@ -76,8 +86,15 @@ async def _run_gateway(
     settings: GatewaySettings,
     observers: list[RolloutObserver],
     until: UntilSignalled,
+    tracing: _Tracing,
+    run_id: str | None = None,
 ) -> int:
-    async with Gateway(endpoint, settings, observers=observers) as gateway:
+    async with (
+        open_tracer(tracing.otel, content=tracing.content, run_id=run_id) as tracer,
+        Gateway(endpoint, settings, observers=observers, tracer=tracer) as gateway,
+    ):
+        if tracer is not None:
+            console.print("tracing: OpenTelemetry spans exported over OTLP/HTTP")
         console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
         if gateway.admin_token_generated:
             console.print(
@@ -125,6 +142,16 @@ def gateway(
             "mysql://…); default: in memory until the rollout is deleted"
         ),
     ] = None,
+    otel: Annotated[
+        bool | None,
+        typer.Option(
+            "--otel/--no-otel",
+            help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
+        ),
+    ] = None,
+    otel_content: Annotated[
+        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+    ] = False,
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
@@ -142,7 +169,8 @@ def gateway(
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
         )
     interrupts = Interrupts()
-    run_async(_serve(ep, settings, store, UntilSignalled.installed(interrupts)), interrupts)
+    until = UntilSignalled.installed(interrupts)
+    run_async(_serve(ep, settings, store, until, _Tracing(otel, otel_content)), interrupts)
 
 
 def register(app: typer.Typer) -> None:

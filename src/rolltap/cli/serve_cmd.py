@@ -85,12 +85,23 @@ def serve(
     config: Annotated[
         Path | None, typer.Option(help="TOML with [serve] and [endpoints.NAME] tables")
     ] = None,
+    otel: Annotated[
+        bool | None,
+        typer.Option(
+            "--otel/--no-otel",
+            help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
+        ),
+    ] = None,
+    otel_content: Annotated[
+        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+    ] = False,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
         "workers": workers, "store": store, "host": host, "port": port,
         "max_inflight": max_inflight, "drain_timeout_s": drain_timeout,
         "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,
+        "otel": otel, "otel_content": otel_content or None,
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
     if endpoint is not None:

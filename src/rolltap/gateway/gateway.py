@@ -31,7 +31,7 @@ from rolltap.errors import (
 from rolltap.gateway.admin import add_admin_routes
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
-from rolltap.gateway.observer import RolloutAdmitter, RolloutObserver
+from rolltap.gateway.observer import CallTracer, RolloutAdmitter, RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session_id_of
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
@@ -56,6 +56,7 @@ class Gateway:
         *,
         pool: ModelClientPool[RelayClient] | None = None,
         observers: Sequence[RolloutObserver] = (),
+        tracer: CallTracer | None = None,
     ) -> None:
         eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
         if not eps:
@@ -79,7 +80,9 @@ class Gateway:
             max_clients=self.settings.max_model_clients
         )
         self.stats = GatewayStats()
-        self.observers = list(observers)
+        #: sees every rollout (as an observer) and every ended call: spans, when given
+        self.tracer = tracer
+        self.observers = [*observers, *([] if tracer is None else [tracer])]
         self._servers: list[GatewayServer] = []
         self._rollouts: dict[str, Rollout] = {}
         #: the session ids of live rollouts (and of registrations under way)

@@ -69,6 +69,8 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
         rollout.discard(intercept)
         if kept is not None and rollout.closed is None:
             rollout.retained.append(kept)
+        if gateway.tracer is not None:
+            gateway.tracer.call_ended(call)
         for observer in gateway.observers:
             observer.call_finished(rollout)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from rolltap.gateway.call import ModelCall
     from rolltap.gateway.rollout import Rollout
 
-__all__ = ["RolloutAdmitter", "RolloutObserver"]
+__all__ = ["CallTracer", "RolloutAdmitter", "RolloutObserver"]
 
 
 class RolloutObserver(Protocol):
@@ -31,3 +32,13 @@ class RolloutAdmitter(Protocol):
     store recorder creating its session): whatever it raises fails the registration."""
 
     async def admit_rollout(self, rollout: Rollout) -> None: ...
+
+
+class CallTracer(RolloutObserver, Protocol):
+    """An observer also handed each model call once it has ended (its outcome recorded),
+    with the request's headers and body; e.g. :class:`rolltap.otel.tracer.GatewayTracer`.
+
+    The gateway calls it only when one is given: with none, a call costs one ``is None``.
+    """
+
+    def call_ended(self, call: ModelCall) -> None: ...

@@ -21,6 +21,7 @@ from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
+from rolltap.otel import open_tracer, otel_enabled
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness
 from rolltap.rollouts.prepare import Plan, prepare
@@ -106,7 +107,12 @@ async def _run_on(
         local = plan.endpoint is None
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings
-        async with Gateway(endpoint, settings, observers=[observer]) as gateway:
+        # a new run's id reaches each rollout span through the rollout's metadata
+        tracing = open_tracer(config.otel, content=config.otel_content, run_id=work.run_id)
+        async with (
+            tracing as tracer,
+            Gateway(endpoint, settings, observers=[observer], tracer=tracer) as gateway,
+        ):
             # a token endpoint's tokenizer loads once, before the wave, not inside it
             await gateway.ready()
             # the run is created only now that everything it needs is up: a failed
@@ -164,6 +170,7 @@ async def execute(
     """
     ctx = _Context(hooks or Hooks())
     plan = prepare(config, harness, endpoint)
+    otel_enabled(config.otel)  # a missing extra fails before any run is created
     task_list = None
     if resume_run is None:
         task_list = list(tasks) if tasks is not None else _load(config)
@@ -202,6 +209,8 @@ async def evaluate(
     name: str | None = None,
     hooks: Hooks | None = None,
     client: Literal["relay", "tokens"] | None = None,
+    otel: bool | None = None,
+    otel_content: bool = False,
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
@@ -209,6 +218,7 @@ async def evaluate(
     built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
+    ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
     """
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
@@ -216,7 +226,7 @@ async def evaluate(
         harness=harness if isinstance(harness, str) else _qualname(harness),
         endpoint=endpoint if isinstance(endpoint, str) else None,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
-        client=client,
+        client=client, otel=otel, otel_content=otel_content,
         store=store,
     )  # fmt: skip
     task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]

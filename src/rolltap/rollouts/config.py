@@ -23,6 +23,8 @@ timeout_s = 600
 temperature = 0.0
 max_tokens = 8
 ```
+
+``otel = true`` (and ``otel_content = true``) trace the run like ``--otel``; see README.
 """
 
 from __future__ import annotations
@@ -80,6 +82,11 @@ class RunConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
     store: str | None = None
+    #: OpenTelemetry spans (the ``otel`` extra): True/False force them on/off; None: on
+    #: when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. ``otel_content`` adds prompts and
+    #: completions to the spans.
+    otel: bool | None = None
+    otel_content: bool = False
 
     def merged(self, overrides: dict[str, Any]) -> RunConfig:
         """A copy with every non-``None`` override applied (flags over the file)."""

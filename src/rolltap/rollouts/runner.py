@@ -127,7 +127,12 @@ class Runner:
         result.session_id = session.id
         try:
             rollout = await self.gateway.register(
-                metadata={SESSION_KEY: session.id, "task_id": item.task.id, "sample": item.sample},
+                metadata={
+                    SESSION_KEY: session.id,
+                    "run_id": self.run_id,
+                    "task_id": item.task.id,
+                    "sample": item.sample,
+                },
                 limits=self.limits,
                 sampling=self.sampling or None,
                 user=self.user,

@@ -65,6 +65,11 @@ class ServeConfig(BaseModel):
     trim: bool = True
     discard_intercepts: bool = True
     test_hooks: bool = False
+    #: OpenTelemetry spans from every worker (the ``otel`` extra): True/False force them
+    #: on/off; None: on when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. ``otel_content``
+    #: adds prompts and completions.
+    otel: bool | None = None
+    otel_content: bool = False
 
     def endpoint_names(self) -> set[str]:
         return {ep.name for ep in self.endpoints}

@@ -117,6 +117,9 @@ class WorkerConfig(BaseModel):
     max_rollout_s: float = Field(gt=0)
     trim: bool = True
     test_hooks: bool = False
+    #: decided by the supervisor (flag, else environment): the worker only obeys
+    otel: bool = False
+    otel_content: bool = False
 
 
 class Channel:

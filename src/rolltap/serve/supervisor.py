@@ -24,6 +24,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from rolltap.errors import RolloutNotFoundError, ServiceFullError, StoreError
+from rolltap.otel import otel_enabled
 from rolltap.serve.admission import check_batch, ensure_run, place
 from rolltap.serve.batches import Batch, Job, RecentResults, new_id
 from rolltap.serve.config import ServeConfig
@@ -47,6 +48,8 @@ class Supervisor:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
+        # decided once, here: a missing extra is the caller's error, not each worker's
+        self._otel = otel_enabled(config.otel)
         self.batches: dict[str, Batch] = {}
         self.jobs: dict[str, Job] = {}
         self.recent = RecentResults()
@@ -115,7 +118,8 @@ class Supervisor:
             store_url=None if shipped else resolve_store_url(self.config.store),
             stats_interval_s=self.config.stats_interval_s,
             max_rollout_s=self.config.max_rollout_s, trim=self.config.trim,
-            test_hooks=self.config.test_hooks,
+            test_hooks=self.config.test_hooks, otel=self._otel,
+            otel_content=self.config.otel_content,
         )  # fmt: skip
 
     # -- admission ---------------------------------------------------------------------

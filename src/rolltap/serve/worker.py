@@ -25,6 +25,7 @@ from typing import Any
 from rolltap.errors import StoreError
 from rolltap.gateway import Gateway, StoreRecorder
 from rolltap.gateway.recorder import SessionStore
+from rolltap.otel import open_tracer
 from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
 from rolltap.serve.memory import Trimmer
@@ -72,8 +73,11 @@ class Worker:
         # the worker's gateway listens on ephemeral loopback ports; its admin API is
         # never used, so it keeps a random admin token nobody is told
         settings = self.config.gateway.model_copy(update={"port": 0, "admin_token": None})
+        tracer = await stack.enter_async_context(
+            open_tracer(self.config.otel, content=self.config.otel_content)
+        )
         self.gateway = await stack.enter_async_context(
-            Gateway(self.config.endpoints, settings, observers=[recorder])
+            Gateway(self.config.endpoints, settings, observers=[recorder], tracer=tracer)
         )
         return JobFactory(self.config, self.gateway, store, recorder)
 
