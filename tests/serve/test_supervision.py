@@ -77,7 +77,8 @@ async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
 async def test_a_blocked_loop_misses_its_heartbeat_and_is_replaced(
     start_service: ServiceFactory,
 ) -> None:
-    service = await start_service(heartbeat_timeout_s=2.0)
+    # long enough that a healthy worker on a loaded 2-core machine never misses it
+    service = await start_service(heartbeat_timeout_s=5.0)
     fleet = service.supervisor.fleet
     before = [handle.pid for handle in fleet.ready()]
     async with ServeClient(service.url, TOKEN) as client:
