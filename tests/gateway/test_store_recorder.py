@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -18,15 +20,9 @@ from rolltap.store import Store
 async def test_rollouts_are_persisted_incrementally_with_their_status(
     sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
-    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
         run = await store.create_run("standalone")
-        async with (
-            StoreRecorder(store, run.id) as recorder,
-            Gateway(
-                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
-            ) as gateway,
-        ):
+        async with _recorded(sim, store, run.id) as (recorder, gateway):
             done = await register(http, gateway, user="ana", metadata={"task": "t1"})
             aborted = await register(http, gateway)
             async with openai_client(done) as client:
@@ -48,6 +44,19 @@ async def test_rollouts_are_persisted_incrementally_with_their_status(
         assert recorder.failures == 0
 
 
+@asynccontextmanager
+async def _recorded(
+    sim: Simulator, store: Store, run_id: str
+) -> AsyncIterator[tuple[StoreRecorder, Gateway]]:
+    """A gateway in front of ``sim`` whose rollouts are sessions of ``run_id``."""
+    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+    async with (
+        StoreRecorder(store, run_id) as recorder,
+        Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]) as gw,
+    ):
+        yield recorder, gw
+
+
 async def _until_persisted(store: Store, session_id: str, n: int) -> None:
     # Commits run on the recorder's tasks; wait for them through the store itself.
     for _ in range(500):
@@ -61,15 +70,9 @@ async def test_a_rollout_named_by_its_metadata_records_to_that_session(
     sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     """The session id a harness gives is the one created *and* committed to."""
-    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
         run = await store.create_run("standalone")
-        async with (
-            StoreRecorder(store, run.id) as recorder,
-            Gateway(
-                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
-            ) as gateway,
-        ):
+        async with _recorded(sim, store, run.id) as (recorder, gateway):
             mine = await register(http, gateway, metadata={"session_id": "mine"})
             async with openai_client(mine) as client:
                 for turn in range(2):
@@ -88,17 +91,11 @@ async def test_a_rollout_named_by_its_metadata_records_to_that_session(
 async def test_a_session_id_taken_is_409_session_exists(
     sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
-    endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
         earlier = await store.create_run("earlier")
         await store.create_session(earlier.id, session_id="stored")
         run = await store.create_run("standalone")
-        async with (
-            StoreRecorder(store, run.id) as recorder,
-            Gateway(
-                endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]
-            ) as gateway,
-        ):
+        async with _recorded(sim, store, run.id) as (_, gateway):
             await register(http, gateway, metadata={"session_id": "live"})
             headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
             for taken in ("live", "stored"):
