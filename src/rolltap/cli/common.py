@@ -12,7 +12,7 @@ import asyncio
 import signal
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -28,6 +28,8 @@ __all__ = [
     "EXIT_SIGINT",
     "EXIT_USAGE",
     "Interrupts",
+    "OtelContentOpt",
+    "OtelOpt",
     "UntilSignalled",
     "console",
     "endpoint_from_flags",
@@ -37,6 +39,19 @@ __all__ = [
     "print_error",
     "report_error",
     "run_async",
+]
+
+#: ``--otel/--no-otel`` on every command that runs rollouts
+OtelOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--otel/--no-otel",
+        help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
+    ),
+]
+#: ``--otel-content`` beside :data:`OtelOpt`
+OtelContentOpt = Annotated[
+    bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
 ]
 
 console = Console()

@@ -13,6 +13,8 @@ from rolltap.cli.common import (
     EXIT_OK,
     EXIT_SIGINT,
     Interrupts,
+    OtelContentOpt,
+    OtelOpt,
     console,
     err_console,
     print_error,
@@ -143,15 +145,8 @@ def eval_command(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
     sample_max_tokens: Annotated[int | None, typer.Option(help="max_tokens per call")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
-    otel: Annotated[
-        bool | None,
-        typer.Option(
-            "--otel/--no-otel", help="OpenTelemetry spans \\[on if OTEL_EXPORTER_OTLP_ENDPOINT]"
-        ),
-    ] = None,
-    otel_content: Annotated[
-        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
-    ] = False,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
 ) -> None:
     """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
     flags = {

@@ -13,6 +13,8 @@ from rolltap.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     Interrupts,
+    OtelContentOpt,
+    OtelOpt,
     UntilSignalled,
     console,
     endpoint_from_flags,
@@ -142,16 +144,8 @@ def gateway(
             "mysql://…); default: in memory until the rollout is deleted"
         ),
     ] = None,
-    otel: Annotated[
-        bool | None,
-        typer.Option(
-            "--otel/--no-otel",
-            help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
-        ),
-    ] = None,
-    otel_content: Annotated[
-        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
-    ] = False,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)

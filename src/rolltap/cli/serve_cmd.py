@@ -11,6 +11,8 @@ import typer
 from rolltap.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    OtelContentOpt,
+    OtelOpt,
     console,
     endpoint_from_flags,
     print_error,
@@ -85,16 +87,8 @@ def serve(
     config: Annotated[
         Path | None, typer.Option(help="TOML with [serve] and [endpoints.NAME] tables")
     ] = None,
-    otel: Annotated[
-        bool | None,
-        typer.Option(
-            "--otel/--no-otel",
-            help="OpenTelemetry spans; default: on when OTEL_EXPORTER_OTLP_ENDPOINT is set",
-        ),
-    ] = None,
-    otel_content: Annotated[
-        bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
-    ] = False,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
