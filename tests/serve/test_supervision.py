@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from rolltap.proc.memory import Trimmer, readings
 from rolltap.serve import ServeClient
 from rolltap.serve.fleet import Fleet
-from rolltap.serve.memory import Trimmer, readings
 from rolltap.sim import Simulator
 from rolltap.store import Store
 from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec

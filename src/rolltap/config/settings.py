@@ -39,6 +39,9 @@ class GatewaySettings(BaseModel):
     #: False keeps each delivered call's raw request body on its rollout until the rollout
     #: ends — the retention that seed 004 measured; only for memory benchmarks
     discard_intercepts: bool = True
+    #: return freed allocator pages to the OS (``malloc_trim``, off the event loop) this
+    #: often, seconds; 0: never
+    trim_interval_s: float = Field(default=10.0, ge=0)
 
     @classmethod
     def from_env(

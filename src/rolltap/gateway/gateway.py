@@ -37,6 +37,7 @@ from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.tokens import renderer_config
 from rolltap.pool import ModelClientPool
+from rolltap.proc.memory import Trimmer
 from rolltap.tokens import RendererRegistry
 
 __all__ = ["Gateway"]
@@ -89,7 +90,10 @@ class Gateway:
         self._sessions: set[str] = set()
         self._place_lock = asyncio.Lock()
         self._reap_wakeup = asyncio.Event()
-        self._reaper: asyncio.Task[None] | None = None
+        #: the gateway's own tasks (idle-server reaper, memory trims): cancelled on close
+        self._background: list[asyncio.Task[None]] = []
+        #: returns freed allocator pages to the OS on ``settings.trim_interval_s``
+        self.trimmer = Trimmer() if self.settings.trim_interval_s > 0 else None
         # Token endpoints render with it; it imports nothing heavy until one is used.
         self.renderers = RendererRegistry()
         #: False once a shutdown gave up waiting for open rollouts' calls to unwind
@@ -119,9 +123,13 @@ class Gateway:
         except BaseException:
             await self.aclose()
             raise
-        self._reaper = asyncio.get_running_loop().create_task(
-            self._reap_idle_servers(), name="rolltap-gateway-reaper"
+        loop = asyncio.get_running_loop()
+        self._background.append(
+            loop.create_task(self._reap_idle_servers(), name="rolltap-gateway-reaper")
         )
+        if self.trimmer is not None:
+            trims = self.trimmer.trim_forever(self.settings.trim_interval_s)
+            self._background.append(loop.create_task(trims, name="rolltap-gateway-trim"))
         self._state = "running"
 
     async def aclose(self) -> None:
@@ -140,9 +148,11 @@ class Gateway:
         except TimeoutError:
             self.drained = False
             log.warning("gateway shutdown: calls still unwinding after %ss", _DRAIN_TIMEOUT_S)
-        if self._reaper is not None:
-            self._reaper.cancel()
-            await asyncio.wait([self._reaper])
+        for task in self._background:
+            task.cancel()
+        if self._background:
+            await asyncio.wait(self._background)
+        self._background.clear()
         for server in self._servers:
             await server.aclose()
         self._servers.clear()

@@ -14,7 +14,7 @@ dies or misses its heartbeat is killed and replaced, and its rollouts end
   heartbeat deadlines, replacement
 * :mod:`~rolltap.serve.protocol` — the supervisor↔worker frames
 * :mod:`~rolltap.serve.worker` / :mod:`~rolltap.serve.jobs` — a worker and its rollouts
-* :mod:`~rolltap.serve.heartbeat` / :mod:`~rolltap.serve.memory` — stats, malloc_trim
+* :mod:`~rolltap.serve.heartbeat` / :mod:`~rolltap.proc.memory` — stats, malloc_trim
 * :mod:`~rolltap.serve.sink` / :mod:`~rolltap.serve.desk` — persistence (on SQLite the
   supervisor owns the writer and workers ship their commits to it)
 """

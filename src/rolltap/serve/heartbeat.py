@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rolltap.serve.memory import Trimmer, readings
+from rolltap.proc.memory import Trimmer, readings
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
 
 __all__ = ["Heartbeat"]
 
 
 class Heartbeat:
-    """Sends ``stats`` frames and trims memory, both every ``interval`` seconds."""
+    """Sends ``stats`` frames every ``interval`` seconds, with what ``trimmer`` did (the
+    worker's gateway trims memory on the same cadence)."""
 
     def __init__(
         self,
@@ -51,14 +52,6 @@ class Heartbeat:
             self.beats += 1
             due += self.interval
             await asyncio.sleep(max(0.0, due - loop.time()))
-
-    async def trim_forever(self) -> None:
-        """Trim every ``interval`` (until cancelled); a no-op without a trimmer."""
-        if self.trimmer is None:
-            return
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.trimmer.trim()
 
     async def _stats(self, lag: float) -> dict[str, Any]:
         now = await asyncio.to_thread(readings)

@@ -28,7 +28,6 @@ from rolltap.gateway.recorder import SessionStore
 from rolltap.otel import open_tracer
 from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
-from rolltap.serve.memory import Trimmer
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig
 from rolltap.serve.sink import ShippedStore, StoreRpc
 from rolltap.store import Store
@@ -72,7 +71,11 @@ class Worker:
         recorder = await stack.enter_async_context(StoreRecorder(store, final_commit=False))
         # the worker's gateway listens on ephemeral loopback ports; its admin API is
         # never used, so it keeps a random admin token nobody is told
-        settings = self.config.gateway.model_copy(update={"port": 0, "admin_token": None})
+        # the gateway trims memory on the heartbeat's cadence (one trimmer for the process)
+        trim_s = self.config.stats_interval_s if self.config.trim else 0.0
+        settings = self.config.gateway.model_copy(
+            update={"port": 0, "admin_token": None, "trim_interval_s": trim_s}
+        )
         tracer = await stack.enter_async_context(
             open_tracer(self.config.otel, content=self.config.otel_content)
         )
@@ -82,15 +85,13 @@ class Worker:
         return JobFactory(self.config, self.gateway, store, recorder)
 
     async def _serve(self) -> None:
-        trimmer = Trimmer() if self.config.trim else None
+        assert self.gateway is not None
         heartbeat = Heartbeat(
-            self.channel, self.config.stats_interval_s, trimmer=trimmer, snapshot=self.snapshot
-        )
+            self.channel, self.config.stats_interval_s, trimmer=self.gateway.trimmer,
+            snapshot=self.snapshot,
+        )  # fmt: skip
         async with asyncio.TaskGroup() as group:
-            beats = [
-                group.create_task(heartbeat.beat_forever()),
-                group.create_task(heartbeat.trim_forever()),
-            ]
+            beats = [group.create_task(heartbeat.beat_forever())]
             self._group = group
             await self.channel.send({"type": Msg.READY, "pid": os.getpid()})
             await self._stopping.wait()

@@ -1,4 +1,4 @@
-"""Process memory hygiene and readings for long-running workers.
+"""Process memory hygiene and readings for long-running processes (every gateway trims).
 
 A worker that churns through big requests frees most of what it allocated, but glibc
 keeps freed pages in its arenas, so RSS ratchets up to several times the live set
@@ -109,6 +109,8 @@ class Trimmer:
         self._fn = _load_malloc_trim()
         self.count = 0
         self.last: TrimReport | None = None
+        #: set after every trim (a test or a benchmark waits on it)
+        self.trimmed = asyncio.Event()
 
     @property
     def available(self) -> bool:
@@ -125,4 +127,11 @@ class Trimmer:
         released, seconds, thread = await asyncio.to_thread(self._trim_blocking)
         self.count += 1
         self.last = TrimReport(released, seconds, thread, loop_thread)
+        self.trimmed.set()
         return self.last
+
+    async def trim_forever(self, interval: float) -> None:
+        """Trim every ``interval`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.trim()
