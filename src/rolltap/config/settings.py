@@ -39,6 +39,11 @@ class GatewaySettings(BaseModel):
     #: False keeps each delivered call's raw request body on its rollout until the rollout
     #: ends — the retention that seed 004 measured; only for memory benchmarks
     discard_intercepts: bool = True
+    #: a request body not received in full this long after its headers gets
+    #: ``408 request_timeout`` (a client trickling bytes cannot hold a handler forever)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    #: failed authentications a minute from one peer before ``429 auth_rate_limited``
+    auth_failures_per_minute: int = Field(default=10, gt=0)
 
     @classmethod
     def from_env(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rolltap.clients.relay import RelayClient
 from rolltap.config import EndpointConfig
 from rolltap.errors import LimitReachedError, RolloutClosedError, RolltapError
+from rolltap.gateway.authguard import tokens_match
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.pool import Lease
@@ -104,7 +104,7 @@ class Rollout:
         return self.lease.client
 
     def check_secret(self, presented: str) -> bool:
-        return hmac.compare_digest(presented.encode(), self.secret.encode())
+        return tokens_match(presented, self.secret)
 
     def admit_call(self) -> None:
         """Count a call as a turn, or raise ``LimitReachedError`` if a limit is reached."""
