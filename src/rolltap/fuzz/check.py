@@ -22,7 +22,7 @@ import orjson
 from rolltap import errors
 from rolltap.fuzz.wire import Mode, RawAnswer, RawRequest
 
-__all__ = ["Tally", "documented_codes", "error_statuses", "judge"]
+__all__ = ["Tally", "documented_codes", "error_statuses", "judge", "stray_exceptions"]
 
 #: the README table's rows: ``| case | status | `code` … |``
 _ROW = re.compile(r"^\|[^|]+\|[^|]+\|(?P<codes>[^|]+)\|\s*$")
@@ -122,6 +122,8 @@ def judge(
     if ans is None:
         if req.mode is Mode.CUT or req.mode is Mode.CUT_ANSWER:
             tally.cut += 1
+        elif req.parser_refuses:
+            tally.framing += 1
         else:
             tally.violation(req, "no answer")
         return
@@ -156,3 +158,15 @@ def judge(
         problem = "" if ans.content_type == "text/plain" else f"media type {ans.content_type!r}"
     if problem:
         tally.violation(req, f"{ans.status}: {problem}; {ans.body[:160]!r}")
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$", re.M)
+#: what aiohttp's HTTP parser raises (and logs) for a request it refuses itself
+_PARSER_EXCEPTIONS = ("aiohttp.http_exceptions.", "aiohttp.web_protocol.RequestPayloadError",
+                      "zlib.error")  # fmt: skip
+
+
+def stray_exceptions(log: str) -> list[str]:
+    """The exceptions a server's log shows that are not aiohttp's parser refusing a
+    request (aiohttp logs those, with tracebacks, before rolltap sees a request)."""
+    return [line for line in _EXC_LINE.findall(log) if not line.startswith(_PARSER_EXCEPTIONS)]

@@ -148,13 +148,18 @@ def mutate_body(doc: dict[str, Any], rng: random.Random, *, huge: int) -> tuple[
     return f"dup:{key}@{where}", dumps(_replace(doc, path, Dup(pairs)))
 
 
+def _flip(body: bytes, pos: int, rng: random.Random) -> bytes:
+    if not body:
+        return b"\x00"
+    return body[:pos] + bytes([body[pos] ^ (1 << rng.randint(0, 7))]) + body[pos + 1 :]
+
+
 def mutate_bytes(body: bytes, rng: random.Random) -> tuple[str, bytes]:
     """Break the serialized body itself."""
     pos = rng.randint(0, max(0, len(body) - 1))
     choices: list[tuple[str, Callable[[], bytes]]] = [
         ("truncate", lambda: body[:pos]),
-        ("flip", lambda: body[:pos] + bytes([body[pos] ^ (1 << rng.randint(0, 7))]) + body[pos + 1 :]
-         if body else b"\x00"),
+        ("flip", lambda: _flip(body, pos, rng)),
         ("insert_ff", lambda: body[:pos] + b"\xff" + body[pos:]),
         ("bom", lambda: b"\xef\xbb\xbf" + body),
         ("utf16", lambda: body.decode("utf-8", "replace").encode("utf-16")),

@@ -1,7 +1,8 @@
 """Drive a fuzz run against a live server in another process, and measure it.
 
 The run has two phases: a warm-up (``warmup_share`` of the requests), after which the
-server's RSS is read, then the rest, after which it is read again. What one request
+server's RSS is read, then the rest, after which it is read again (both readings
+right after the target's routes were refreshed, i.e. its rollout replaced). What one request
 allocates transiently (its body, parsed) is reached during the warm-up, so the growth
 between the two readings is what the requests kept.
 """
@@ -35,6 +36,10 @@ class FuzzTarget:
     routes: list[Route]
     #: called on every answer (e.g. to unregister the rollouts a fuzzed POST created)
     after: AfterHook | None = None
+    #: called every ``rotate_every`` requests for fresh routes (a new rollout: one
+    #: rollout's event log legitimately grows with every call it takes)
+    refresh: Callable[[], Awaitable[list[Route]]] | None = None
+    rotate_every: int = 500
 
 
 @dataclass
@@ -108,14 +113,19 @@ async def fuzz(
         judge(req, ans, tally, known, statuses)
 
     started = time.monotonic()
-    split = int(requests * warmup_share)
     common = {
         "seed": seed, "concurrency": concurrency, "tally": tally, "check": check,
         "huge": huge, "stall_share": stall_share, "timeout_s": timeout_s,
     }  # fmt: skip
-    await _run_range(target, range(split), **common)  # type: ignore[arg-type]
-    result.rss_warm = process.memory_info().rss
-    await _run_range(target, range(split, requests), **common)  # type: ignore[arg-type]
+    every = target.rotate_every
+    chunks = [range(a, min(requests, a + every)) for a in range(0, requests, every)]
+    warm_chunks = max(1, round(len(chunks) * warmup_share))
+    for n, chunk in enumerate(chunks):
+        await _run_range(target, chunk, **common)  # type: ignore[arg-type]
+        if target.refresh is not None:
+            target.routes = await target.refresh()
+        if n + 1 == warm_chunks:
+            result.rss_warm = process.memory_info().rss
     result.rss_end = process.memory_info().rss
     result.seconds = time.monotonic() - started
     return result

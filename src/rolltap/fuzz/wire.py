@@ -42,6 +42,10 @@ class RawRequest:
     own_length: bool = False
     #: which route and mutation this is (for the report)
     label: str = ""
+    #: aiohttp's own HTTP parser refuses this request before rolltap sees it (over its
+    #: 8190-byte line and field sizes or 128 headers, or broken framing): it answers a
+    #: plain-text 400 and closes — or resets a connection still sending, so no answer
+    parser_refuses: bool = False
 
     def head(self, host: str) -> bytes:
         lines = [self.method + b" " + self.path + b" HTTP/1.1", b"Host: " + host.encode()]
@@ -81,27 +85,43 @@ async def _write(writer: asyncio.StreamWriter, req: RawRequest, host: str) -> No
     await writer.drain()
 
 
-def _dechunk(data: bytes) -> bytes:
-    out, pos = bytearray(), 0
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    out = bytearray()
     while True:
-        end = data.index(b"\r\n", pos)
-        size = int(data[pos:end].split(b";")[0], 16)
+        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
         if size == 0:
+            await reader.readline()
             return bytes(out)
-        out += data[end + 2 : end + 2 + size]
-        pos = end + 2 + size + 2
+        out += await reader.readexactly(size)
+        await reader.readline()
 
 
-def _parse(raw: bytes) -> RawAnswer:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
+async def _read_answer(reader: asyncio.StreamReader) -> RawAnswer | None:
+    """One answer, framed as the server framed it: the server may linger before
+    closing (aiohttp waits for the rest of a body it did not read)."""
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return None
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        if status >= 200:  # skip interim answers (100 Continue)
+            break
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _dechunk(body)
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    try:
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = await _read_chunked(reader)
+        elif "content-length" in headers:
+            body = await reader.readexactly(int(headers["content-length"]))
+        else:
+            body = await reader.read()
+    except asyncio.IncompleteReadError as exc:
+        body = exc.partial
     return RawAnswer(status, headers, body)
 
 
@@ -121,7 +141,7 @@ async def send(host: str, port: int, req: RawRequest, *, timeout_s: float) -> Ra
                     await writing
                     line = await reader.readline()
                     return RawAnswer(int(line.split()[1])) if line else None
-                raw = await reader.read()
+                return await _read_answer(reader)
             finally:
                 writing.cancel()
                 await asyncio.wait([writing])
@@ -135,4 +155,3 @@ async def send(host: str, port: int, req: RawRequest, *, timeout_s: float) -> Ra
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
-    return _parse(raw) if raw else None

@@ -13,6 +13,7 @@ from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import (
     AuthenticationError,
     BodyTooLargeError,
+    InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
     RequestTimeoutError,
@@ -119,6 +120,9 @@ async def read_body(request: web.Request, limit: int, *, timeout_s: float) -> by
         raise RequestTimeoutError(
             f"request body not received within {timeout_s:g}s ({len(body)} bytes came)"
         ) from None
+    except web.RequestPayloadError as exc:
+        # a body aiohttp could not decode (a bad Content-Encoding, broken chunking)
+        raise InvalidRequestError(f"unreadable request body: {exc}") from exc
     return bytes(body)
 
 
