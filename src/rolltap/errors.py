@@ -18,11 +18,13 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AmbiguousIdError",
+    "AuthRateLimitedError",
     "AuthenticationError",
     "BodyTooLargeError",
     "ConfigError",
     "GatewayClosedError",
     "HarnessDisconnectedError",
+    "HarnessNotAllowedError",
     "InvalidRequestError",
     "LimitReachedError",
     "MalformedJSONError",
@@ -34,6 +36,7 @@ __all__ = [
     "PoolCloseError",
     "PoolError",
     "RendererPoolClosedError",
+    "RequestTimeoutError",
     "RolloutClosedError",
     "RolloutNotFoundError",
     "RolltapError",
@@ -156,6 +159,31 @@ class AuthenticationError(RolltapError):
     code = "invalid_api_key"
     status = 401
     type = "authentication_error"
+
+
+class AuthRateLimitedError(RolltapError):
+    """Too many failed authentications from one peer in the last minute; retry later."""
+
+    code = "auth_rate_limited"
+    status = 429
+    type = "rate_limit_error"
+    retryable = True
+
+
+class HarnessNotAllowedError(RolltapError):
+    """A submission named a harness, command or reward that is not on the allowlist."""
+
+    code = "harness_not_allowed"
+    status = 403
+    type = "permission_error"
+
+
+class RequestTimeoutError(RolltapError):
+    """The request body did not arrive in full within the body timeout."""
+
+    code = "request_timeout"
+    status = 408
+    type = "invalid_request_error"
 
 
 class RolloutNotFoundError(RolltapError):

@@ -47,6 +47,9 @@ async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
             f"store {mask_url(resolve_store_url(config.store))}",
             highlight=False,
         )
+        if config.restricts_code:
+            listed = ", ".join(config.allow_harness) or "none"
+            console.print(f"code callers may run: built-ins and {listed}", highlight=False)
         if service.token_generated:
             console.print(f"token: {service.token}  (set {TOKEN_ENV} to fix it)", highlight=False)
         drained = await service.run_until_signalled()
@@ -89,6 +92,14 @@ def serve(
     ] = None,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
+    allow_harness: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-harness",
+            help="A module:function harness or reward, or a cmd command line, callers may "
+            "run (repeat); enforced when given and whenever --host is not loopback",
+        ),
+    ] = None,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
@@ -96,6 +107,7 @@ def serve(
         "max_inflight": max_inflight, "drain_timeout_s": drain_timeout,
         "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,
         "otel": otel, "otel_content": otel_content or None,
+        "allow_harness": allow_harness or None,
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
     if endpoint is not None:

@@ -36,9 +36,14 @@ from rolltap.errors import (
 
 __all__ = ["DROPPED_REQUEST_HEADERS", "RelayClient", "UpstreamResponse"]
 
-#: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth
+#: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth;
+#: ``expect`` and ``content-encoding`` described the harness's body, which the gateway
+#: has already read (and decoded): sent on, an upstream would wait for a body that was
+#: sent, or fail to decode a plain one
 DROPPED_REQUEST_HEADERS = frozenset(
     {
+        "expect",
+        "content-encoding",
         "connection",
         "keep-alive",
         "proxy-authenticate",

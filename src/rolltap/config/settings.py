@@ -42,6 +42,11 @@ class GatewaySettings(BaseModel):
     #: return freed allocator pages to the OS (``malloc_trim``, off the event loop) this
     #: often, seconds; 0: never
     trim_interval_s: float = Field(default=10.0, ge=0)
+    #: a request body not received in full this long after its headers gets
+    #: ``408 request_timeout`` (a client trickling bytes cannot hold a handler forever)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    #: failed authentications a minute from one peer before ``429 auth_rate_limited``
+    auth_failures_per_minute: int = Field(default=10, gt=0)
 
     @classmethod
     def from_env(

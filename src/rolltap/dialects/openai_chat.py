@@ -43,6 +43,26 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     return body
 
 
+#: the deepest nesting a request body may have: orjson parses up to 1024 levels but
+#: writes only 255, and pydantic serializes less, so a deeper body accepted here could
+#: not be recorded or passed on
+MAX_JSON_DEPTH = 128
+
+
+def _too_deep(value: object) -> bool:
+    level: list[object] = [value]
+    for _ in range(MAX_JSON_DEPTH):
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return any(isinstance(node, dict | list) and node for node in level)
+
+
 def load_json_object(raw: bytes) -> dict[str, Any]:
     """A request body that must be a JSON object; 400 ``malformed_json``/``invalid_request``."""
     try:
@@ -51,6 +71,8 @@ def load_json_object(raw: bytes) -> dict[str, Any]:
         raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequestError("request body must be a JSON object", field="body")
+    if _too_deep(body):
+        raise InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
     return body
 
 
@@ -61,7 +83,7 @@ def _check_messages(messages: object) -> None:
         if not isinstance(msg, dict):
             raise InvalidRequestError("must be an object", field=f"messages[{i}]")
         role = msg.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise InvalidRequestError(
                 f"must be one of {sorted(ROLES)}, got {role!r}", field=f"messages[{i}].role"
             )

@@ -2,22 +2,23 @@
 
 ``POST /rollouts`` registers a rollout, ``GET /rollouts/{id}/events`` reads its events,
 ``DELETE /rollouts/{id}`` unregisters it, ``GET /stats`` and ``GET /metrics`` report.
-Every admin route needs ``Authorization: Bearer <admin token>``.
+Every admin route needs ``Authorization: Bearer <admin token>``, except
+``GET /openapi.json`` (this API as OpenAPI 3.1).
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
 from rolltap.dialects.openai_chat import load_json_object
-from rolltap.errors import AuthenticationError, InvalidRequestError
+from rolltap.errors import InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
-from rolltap.gateway.server import GATEWAY, bearer_token, read_body
+from rolltap.gateway.server import GATEWAY, check_bearer, read_body
 from rolltap.gateway.stats import render_metrics
+from rolltap.openapi import add_openapi_route, admin_document
 
 if TYPE_CHECKING:
     from rolltap.gateway.gateway import Gateway
@@ -38,9 +39,7 @@ _ADMIN_BODY_LIMIT = 1024 * 1024
 
 def _gateway(request: web.Request) -> Gateway:
     gateway = request.app[GATEWAY]
-    presented = bearer_token(request) or ""
-    if not hmac.compare_digest(presented.encode(), gateway.admin_token.encode()):
-        raise AuthenticationError("invalid admin token")
+    check_bearer(request, gateway.admin_token, gateway.auth_throttle, what="admin token")
     return gateway
 
 
@@ -49,7 +48,8 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def _register_args(request: web.Request) -> dict[str, Any]:
-    raw = await read_body(request, _ADMIN_BODY_LIMIT)
+    timeout_s = request.app[GATEWAY].settings.body_timeout_s
+    raw = await read_body(request, _ADMIN_BODY_LIMIT, timeout_s=timeout_s)
     if not raw.strip():
         return {}
     body = load_json_object(raw)
@@ -123,3 +123,4 @@ def add_admin_routes(app: web.Application) -> None:
     app.router.add_delete("/rollouts/{rollout_id}", delete_rollout)
     app.router.add_get("/stats", stats)
     app.router.add_get("/metrics", metrics)
+    add_openapi_route(app, admin_document())

@@ -29,6 +29,7 @@ from rolltap.errors import (
     SessionExistsError,
 )
 from rolltap.gateway.admin import add_admin_routes
+from rolltap.gateway.authguard import AuthThrottle
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.observer import CallTracer, RolloutAdmitter, RolloutObserver
@@ -76,6 +77,8 @@ class Gateway:
         self.settings = settings or GatewaySettings.from_env()
         self.admin_token = self.settings.admin_token or secrets.token_urlsafe(24)
         self.admin_token_generated = self.settings.admin_token is None
+        #: failed authentications (admin token, rollout secrets) counted per peer
+        self.auth_throttle = AuthThrottle(self.settings.auth_failures_per_minute)
         self._own_pool = pool is None
         self.pool: ModelClientPool[RelayClient] = pool or ModelClientPool(
             max_clients=self.settings.max_model_clients

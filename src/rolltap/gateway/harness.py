@@ -33,7 +33,7 @@ async def _read(request: web.Request, dialect: Dialect) -> tuple[dict[str, Any],
     handler for the whole call.
     """
     settings = request.app[GATEWAY].settings
-    raw = await read_body(request, settings.max_body_bytes)
+    raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     return dialect.validate_request(raw), (None if settings.discard_intercepts else raw)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from rolltap.errors import (
     RolloutClosedError,
     RolltapError,
 )
+from rolltap.gateway.authguard import tokens_match
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.pool import Lease
@@ -129,7 +129,7 @@ class Rollout:
         return self.lease.client
 
     def check_secret(self, presented: str) -> bool:
-        return hmac.compare_digest(presented.encode(), self.secret.encode())
+        return tokens_match(presented, self.secret)
 
     def admit_call(self) -> None:
         """Count a call as a turn, or raise ``LimitReachedError`` if a limit is reached."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -12,18 +13,29 @@ from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import (
     AuthenticationError,
     BodyTooLargeError,
+    InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
+    RequestTimeoutError,
     RolloutNotFoundError,
     RolltapError,
 )
+from rolltap.gateway.authguard import AuthThrottle, tokens_match
 from rolltap.gateway.call import error_response
 from rolltap.gateway.rollout import Rollout
 
 if TYPE_CHECKING:
     from rolltap.gateway.gateway import Gateway
 
-__all__ = ["GATEWAY", "SERVER", "GatewayServer", "bearer_token", "read_body"]
+__all__ = [
+    "GATEWAY",
+    "SERVER",
+    "GatewayServer",
+    "bearer_token",
+    "check_bearer",
+    "peer_of",
+    "read_body",
+]
 
 GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway")
 SERVER: web.AppKey[GatewayServer] = web.AppKey("server")
@@ -71,17 +83,46 @@ def bearer_token(request: web.Request) -> str | None:
     return request.headers.get("x-api-key")
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+def peer_of(request: web.Request) -> str:
+    """The peer's address (the key failed authentications are counted under)."""
+    return request.remote or "?"
+
+
+def check_bearer(
+    request: web.Request, expected: str, throttle: AuthThrottle, *, what: str, key: str = ""
+) -> None:
+    """Raise unless the request bears ``expected``: ``401`` on a wrong or missing token,
+    ``429 auth_rate_limited`` once the peer failed too often (``key`` narrows the count)."""
+    counted = peer_of(request) + key
+    throttle.check(counted)
+    presented = bearer_token(request)
+    if presented is None or not tokens_match(presented, expected):
+        throttle.failed(counted)
+        raise AuthenticationError(f"invalid {what}")
+
+
+async def read_body(request: web.Request, limit: int, *, timeout_s: float) -> bytes:
+    """The request body, at most ``limit`` bytes (else 413), received within
+    ``timeout_s`` of being asked for (else ``408 request_timeout``)."""
     length = request.content_length
     if length is not None and length > limit:
         raise BodyTooLargeError(f"request body of {length} bytes is over the {limit}-byte limit")
     # Read the stream ourselves: Request.read() keeps the bytes on the request for as
     # long as the handler runs — MBs per call for a long multimodal history.
     body = bytearray()
-    while chunk := await request.content.readany():
-        body += chunk
-        if len(body) > limit:
-            raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
+    try:
+        async with asyncio.timeout(timeout_s):
+            while chunk := await request.content.readany():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"request body not received within {timeout_s:g}s ({len(body)} bytes came)"
+        ) from None
+    except web.RequestPayloadError as exc:
+        # a body aiohttp could not decode (a bad Content-Encoding, broken chunking)
+        raise InvalidRequestError(f"unreadable request body: {exc}") from exc
     return bytes(body)
 
 
@@ -115,9 +156,10 @@ class GatewayServer:
         rollout = self.rollouts.get(rollout_id)
         if rollout is None:
             raise RolloutNotFoundError(f"no rollout {rollout_id!r} on this server")
-        presented = bearer_token(request)
-        if presented is None or not rollout.check_secret(presented):
-            raise AuthenticationError("invalid rollout secret")
+        # counted per peer and rollout: one harness with a stale secret must not lock
+        # every other rollout of the same host out
+        throttle = self.app[GATEWAY].auth_throttle
+        check_bearer(request, rollout.secret, throttle, what="rollout secret", key="/" + rollout_id)
         return rollout
 
     def place(self, rollout: Rollout) -> None:

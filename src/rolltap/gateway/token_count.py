@@ -121,7 +121,9 @@ async def count_tokens(request: web.Request) -> web.Response:
     """Anthropic's token count: the upstream's when it speaks Messages, else an estimate."""
     gateway, server = request.app[GATEWAY], request.app[SERVER]
     rollout = server.authenticate(request)
-    body = load_json_object(await read_body(request, gateway.settings.max_body_bytes))
+    settings = gateway.settings
+    raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    body = load_json_object(raw)
     intercept = rollout.open_intercept()
     count = TokenCount(rollout, intercept, body)
     messages = get_dialect("messages")

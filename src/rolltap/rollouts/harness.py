@@ -71,6 +71,11 @@ def _builtins() -> dict[str, Harness]:
     }
 
 
+def builtin_harness_names() -> frozenset[str]:
+    """The names of the built-in harnesses (those a serve allowlist always admits)."""
+    return frozenset(_builtins())
+
+
 def load_harness(spec: str) -> Harness:
     """A built-in harness by name (``chat``, ``tool-agent``, ``messages-tool-agent``) or
     ``module:function``."""

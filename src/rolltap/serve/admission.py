@@ -11,7 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from rolltap.errors import InvalidRequestError, ServiceDrainingError, ServiceFullError
+from rolltap.errors import (
+    HarnessNotAllowedError,
+    InvalidRequestError,
+    ServiceDrainingError,
+    ServiceFullError,
+)
+from rolltap.rollouts.harness import builtin_harness_names
+from rolltap.rollouts.rewards import BUILTIN_REWARDS, parse_reward_spec
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.handle import WorkerHandle
 from rolltap.serve.protocol import RolloutSpec
@@ -34,6 +41,30 @@ def check_batch(config: ServeConfig, specs: Sequence[RolloutSpec], *, closed: bo
             raise InvalidRequestError("unknown endpoint", field=f"rollouts[{i}].endpoint")
         if spec.block_loop_s is not None and not config.test_hooks:
             raise InvalidRequestError("test hooks are off", field=f"rollouts[{i}].block_loop_s")
+    if config.restricts_code:
+        for i, spec in enumerate(specs):
+            check_allowed(config, spec, f"rollouts[{i}]")
+
+
+def check_allowed(config: ServeConfig, spec: RolloutSpec, where: str) -> None:
+    """``403 harness_not_allowed`` unless every piece of code ``spec`` names is a
+    built-in or on ``config.allow_harness`` (the caller holds the token, not a shell)."""
+    allowed = set(config.allow_harness)
+    named: list[tuple[str, str]] = []
+    if spec.cmd is not None:
+        named.append(("cmd", spec.cmd))
+    elif spec.harness not in builtin_harness_names():
+        named.append(("harness", spec.harness))
+    for reward in spec.rewards:
+        name = parse_reward_spec(reward).name
+        if name not in BUILTIN_REWARDS:
+            named.append(("rewards", name))
+    for field, value in named:
+        if value not in allowed:
+            raise HarnessNotAllowedError(
+                f"{where}.{field}: {value!r} is not on this service's allowlist "
+                "(serve --allow-harness); only built-ins and listed code run"
+            )
 
 
 def place(ready: Sequence[WorkerHandle], count: int, max_inflight: int) -> list[WorkerHandle]:

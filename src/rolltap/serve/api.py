@@ -15,12 +15,12 @@ route                             does
 ``GET /status``                   workers (pid, state, load, latest stats), capacity, totals
 ``GET /metrics``                  Prometheus text
 ``GET /health``                   ``{"status": "ok"|"draining", "ready_workers": n}``
+``GET /openapi.json``             this API as OpenAPI 3.1 (no token)
 ================================  ================================================================
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.dialects.openai_chat import load_json_object
 from rolltap.errors import (
-    AuthenticationError,
     BodyTooLargeError,
     InvalidRequestError,
     MethodNotAllowedError,
@@ -38,8 +37,10 @@ from rolltap.errors import (
     RolloutNotFoundError,
     RolltapError,
 )
+from rolltap.gateway.authguard import AuthThrottle
 from rolltap.gateway.call import error_response
-from rolltap.gateway.server import bearer_token, read_body
+from rolltap.gateway.server import check_bearer, read_body
+from rolltap.openapi import add_openapi_route, serve_document
 from rolltap.serve.metrics import render_metrics
 from rolltap.serve.protocol import RolloutSpec
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["SERVICE", "SubmitRequest", "build_app"]
 
 SERVICE: web.AppKey[Service] = web.AppKey("service")
+THROTTLE: web.AppKey[AuthThrottle] = web.AppKey("auth_throttle")
 _BODY_LIMIT = 64 * 1024 * 1024
 #: how often a quiet result stream says it is alive (proxies cut silent streams)
 KEEPALIVE_S = 15.0
@@ -88,9 +90,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 def _service(request: web.Request) -> Service:
     service = request.app[SERVICE]
-    presented = bearer_token(request) or ""
-    if not hmac.compare_digest(presented.encode(), service.token.encode()):
-        raise AuthenticationError("invalid service token")
+    check_bearer(request, service.token, request.app[THROTTLE], what="service token")
     return service
 
 
@@ -113,7 +113,8 @@ def _submit_request(raw: bytes) -> SubmitRequest:
 
 async def submit(request: web.Request) -> web.StreamResponse:
     service = _service(request)
-    body = _submit_request(await read_body(request, _BODY_LIMIT))
+    timeout_s = service.config.body_timeout_s
+    body = _submit_request(await read_body(request, _BODY_LIMIT, timeout_s=timeout_s))
     supervisor = service.supervisor
     batch = await supervisor.submit(body.rollouts, run_id=body.run_id, run_name=body.run_name)
     resp = web.StreamResponse(
@@ -175,6 +176,7 @@ def build_app(service: Service) -> web.Application:
     """The service's aiohttp application."""
     app = web.Application(middlewares=[_errors], client_max_size=_BODY_LIMIT)
     app[SERVICE] = service
+    app[THROTTLE] = AuthThrottle(service.config.auth_failures_per_minute)
     app.router.add_post("/rollouts", submit)
     app.router.add_get("/rollouts/{id}", get_rollout)
     app.router.add_delete("/rollouts/{id}", cancel_rollout)
@@ -182,4 +184,5 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/status", status)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
+    add_openapi_route(app, serve_document(SubmitRequest))
     return app

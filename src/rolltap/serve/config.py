@@ -14,6 +14,7 @@ From Python, flags, or a TOML file whose ``[serve]`` table holds these fields an
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -24,10 +25,30 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 
-__all__ = ["TOKEN_ENV", "ServeConfig"]
+__all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]
 
 #: the environment variable holding the service's bearer token
 TOKEN_ENV = "ROLLTAP_SERVE_TOKEN"
+_BODY_TIMEOUT_ENV = "ROLLTAP_BODY_TIMEOUT_S"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on loopback only (a name other than localhost,
+    or an unspecified address like ``0.0.0.0``, is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _default_body_timeout() -> float:
+    raw = os.environ.get(_BODY_TIMEOUT_ENV) or "30"
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{_BODY_TIMEOUT_ENV}: not a number: {raw!r}") from None
 
 
 def _default_workers() -> int:
@@ -44,6 +65,13 @@ class ServeConfig(BaseModel):
     ``trim`` returns freed memory to the OS on the stats cadence; ``discard_intercepts``
     off keeps every delivered call's body until its rollout ends (benchmarks only).
     ``test_hooks`` lets submissions block a worker's loop (tests only).
+
+    ``allow_harness`` lists the ``module:function`` harnesses and rewards and the
+    ``cmd`` command lines callers may name (built-ins always run). It is enforced when
+    it is not empty, and always when ``host`` is not loopback: there an empty list
+    allows only the built-ins. ``body_timeout_s`` (``ROLLTAP_BODY_TIMEOUT_S``) bounds
+    how long a submission's body may take to arrive; ``auth_failures_per_minute`` wrong
+    tokens from one peer get it ``429 auth_rate_limited``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -70,6 +98,15 @@ class ServeConfig(BaseModel):
     #: adds prompts and completions.
     otel: bool | None = None
     otel_content: bool = False
+
+    allow_harness: list[str] = Field(default_factory=list)
+    body_timeout_s: float = Field(default_factory=_default_body_timeout, gt=0)
+    auth_failures_per_minute: int = Field(default=10, gt=0)
+
+    @property
+    def restricts_code(self) -> bool:
+        """Whether only built-ins and ``allow_harness`` entries may run."""
+        return bool(self.allow_harness) or not is_loopback(self.host)
 
     def endpoint_names(self) -> set[str]:
         return {ep.name for ep in self.endpoints}

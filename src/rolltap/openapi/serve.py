@@ -1,0 +1,102 @@
+"""The ``rolltap serve`` API, as OpenAPI 3.1; the submission body comes from its
+pydantic model, so the description cannot drift from what is validated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from rolltap.openapi.common import document, errors, json_ok, operation, path_param, text_ok
+
+__all__ = ["serve_document"]
+
+_ID = [path_param("id")]
+_ROLLOUT = {
+    "type": "object",
+    "required": ["id", "batch", "state"],
+    "properties": {
+        "id": {"type": "string"},
+        "batch": {"type": "string"},
+        "state": {"enum": ["running", "finished"]},
+        "worker": {"type": "integer"},
+        "result": {"type": "object"},
+    },
+}
+_STATUS = {
+    "type": "object",
+    "required": ["state", "workers", "ready_workers", "capacity", "inflight", "store"],
+    "properties": {
+        "state": {"enum": ["running", "draining"]},
+        "workers": {"type": "array", "items": {"type": "object"}},
+        "ready_workers": {"type": "integer"},
+        "capacity": {"type": "integer"},
+        "inflight": {"type": "integer"},
+        "store": {"type": "object"},
+    },
+}
+
+
+def _submission(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body's schema and the component schemas it refers to."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = schema.pop("$defs", {})
+    return schema, {model.__name__: schema, **defs}
+
+
+def serve_document(submit: type[BaseModel]) -> dict[str, Any]:
+    """The serve API's OpenAPI 3.1 document; ``submit`` is the ``POST /rollouts`` body."""
+    _, schemas = _submission(submit)
+    body = {"$ref": f"#/components/schemas/{submit.__name__}"}
+    ndjson = text_ok(
+        "application/x-ndjson",
+        "one JSON object a line: accepted, a result per rollout, keepalives, end",
+    )
+    paths = {
+        "/rollouts": {
+            "post": operation(
+                "Submit a batch of rollouts; results stream back as NDJSON",
+                {"200": ndjson, **errors(403, 503)},
+                body=body,
+            )
+        },
+        "/rollouts/{id}": {
+            "get": operation(
+                "Where one rollout stands", {"200": json_ok(_ROLLOUT), **errors(404)},
+                parameters=_ID,
+            ),
+            "delete": operation(
+                "Cancel one running rollout",
+                {"202": json_ok({"type": "object", "required": ["id", "state"]}), **errors(404)},
+                parameters=_ID,
+            ),
+        },
+        "/batches/{id}": {
+            "delete": operation(
+                "Cancel every unfinished rollout of a batch",
+                {"202": json_ok({"type": "object", "required": ["batch", "cancelling"]})},
+                parameters=_ID,
+            )
+        },
+        "/status": {"get": operation("Workers, capacity, totals", {"200": json_ok(_STATUS)})},
+        "/metrics": {
+            "get": operation("Prometheus metrics", {"200": text_ok("text/plain", "metrics")})
+        },
+        "/health": {
+            "get": operation(
+                "Liveness and ready workers",
+                {"200": json_ok({"type": "object", "required": ["status", "ready_workers"]})},
+                auth=False,
+            )
+        },
+        "/openapi.json": {
+            "get": operation("This document", {"200": json_ok({"type": "object"})}, auth=False)
+        },
+    }  # fmt: skip
+    return document(
+        "rolltap serve API",
+        "Run rollouts on supervised workers. Every route but /health and /openapi.json "
+        "needs `Authorization: Bearer <serve token>`.",
+        paths,
+        schemas,
+    )
