@@ -16,11 +16,11 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rolltap.store.dberrors import translate_db_error
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import SchemaVersionError
 from rolltap.store.schema import VERSION_TABLE
 from rolltap.store.url import mask_url, to_sqlalchemy_url
-from rolltap.store.writer import translate_db_error
 
 __all__ = ["alembic_config", "ensure_schema", "head_revision", "upgrade"]
 

@@ -28,6 +28,7 @@ from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, D
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import EventLog
+from rolltap.store.importing import merge_session
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
@@ -74,7 +75,9 @@ class Store(StoreReads):
         A SQLite file is created (unless ``create=False``) and migrated automatically;
         a server database must be at the current schema (``rolltap db upgrade``) unless
         ``upgrade=True``. ``writer_options``: ``queue_size``, ``busy_timeout``,
-        ``max_batch``, ``reconnect_timeout`` (see :class:`~rolltap.store.writer.Writer`).
+        ``max_batch``, ``reconnect_timeout`` (how long the database may stay away,
+        default 300 s), ``pending_max_bytes`` (default ``ROLLTAP_STORE_PENDING_MAX_BYTES``
+        or 256 MiB) — see :class:`~rolltap.store.writer.Writer`.
 
         >>> # async with await Store.open("postgresql://db/rolltap") as store: ...
         """
@@ -132,11 +135,26 @@ class Store(StoreReads):
         return backend_of(self._engine.url)
 
     def stats(self) -> WriterStats:
-        """Queue depth, transactions, writes and reconnects of the serial writer.
+        """Queue depth, transactions, writes, reconnects and health of the serial writer.
 
-        >>> # store.stats().reconnects
+        >>> # store.stats().reconnects; store.stats().describe()  # "store unavailable ..."
         """
         return self._writer.stats()
+
+    @property
+    def pending_max_bytes(self) -> int:
+        """The bound on the bytes of writes accepted and not yet durable."""
+        return self._writer.pending_max_bytes
+
+    async def wait_for_room(self) -> None:
+        """Wait while pending writes hold ``pending_max_bytes`` or more (backpressure).
+
+        An owner calls it before admitting new work; commits themselves are never
+        refused. Raises StoreUnavailableError once the database has been given up on.
+
+        >>> # await store.wait_for_room()  # then start the next rollout
+        """
+        await self._writer.wait_for_room()
 
     async def _write(self, op: WriteOp) -> Any:
         return await asyncio.shield(await self._writer.submit(op))
@@ -265,14 +283,17 @@ class Store(StoreReads):
         self._forget_ids(gone + elsewhere)
 
     async def import_jsonl(
-        self, src: str | Path | IO[bytes], *, skip_existing: bool = False
+        self, src: str | Path | IO[bytes], *, skip_existing: bool = False, merge: bool = False
     ) -> int:
         """Import sessions written by :meth:`export_jsonl`; the number imported.
 
         Runs missing from the store are created with their exported id, name and
-        config; forks arrive resolved (standalone sessions).
+        config; forks arrive resolved (standalone sessions). A session already stored
+        is a StoreConflictError, skipped with ``skip_existing``, or with ``merge``
+        brought up to the file (the events it lacks appended, status and reward set;
+        counted only if something changed), so importing twice stores each event once.
 
-        >>> # await store.import_jsonl("run.jsonl", skip_existing=True)
+        >>> # await store.import_jsonl("rolltap-unsaved-RUN.jsonl", merge=True)
         """
         imported = 0
         async for run, session, rows in export.read_jsonl(src):
@@ -281,7 +302,8 @@ class Store(StoreReads):
                 has_session = await reader.exists(conn, sessions, session.id)
             if not has_run:
                 await self._write(CreateRunOp(run))
-            if skip_existing and has_session:
+            if has_session and (skip_existing or merge):
+                imported += merge and await merge_session(self, session, rows)
                 continue
             await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
             imported += 1
