@@ -50,9 +50,11 @@ async def _eval(config: RunConfig, resume: str | None, as_json: bool) -> RunResu
     try:
         with ProgressReporter(err_console) as progress:
             hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
-                          on_plan=progress.plan)  # fmt: skip
+                          on_plan=progress.plan, on_store=progress.store)  # fmt: skip
             if resume is not None:
-                overrides = {"c": config.c} if config.c != RunConfig().c else {}
+                default = RunConfig()
+                overrides = {k: getattr(config, k) for k in ("c", "store_unavailable_timeout_s")
+                             if getattr(config, k) != getattr(default, k)}  # fmt: skip
                 result = await resume_run(
                     resume, store=config.store, overrides=overrides, hooks=hooks
                 )
@@ -126,6 +128,13 @@ def eval_command(
     max_tokens: Annotated[int | None, typer.Option(help="Per-rollout token limit")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
     sample_max_tokens: Annotated[int | None, typer.Option(help="max_tokens per call")] = None,
+    store_unavailable_timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="ROLLTAP_STORE_UNAVAILABLE_TIMEOUT_S",
+            help="Stop (store_unavailable) when the store is away this long (s) \\[300]",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
 ) -> None:
     """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
@@ -134,6 +143,7 @@ def eval_command(
         "api_key_env": api_key_env, "n": n, "r": r, "c": c, "dialect": dialect,
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
+        "store_unavailable_timeout_s": store_unavailable_timeout,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     base = load_run_config(config) if config else RunConfig()

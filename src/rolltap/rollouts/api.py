@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.errors import ConfigError
+from rolltap.errors import ConfigError, RolltapError
 from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
@@ -30,7 +30,8 @@ from rolltap.rollouts.subprocess_harness import command_harness
 from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import plan_resume
-from rolltap.store import Store
+from rolltap.store import RunInfo, Store, WriterStats
+from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
@@ -53,6 +54,8 @@ class Hooks:
     on_result: Callable[[RolloutResult], None] | None = None
     on_runner: Callable[[Runner], None] | None = None
     on_plan: Callable[[str, int], None] | None = None
+    #: the store writer's state, about once a second while the run goes (progress)
+    on_store: Callable[[WriterStats], None] | None = None
     gateway_settings: GatewaySettings | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -98,8 +101,45 @@ def _limits(config: LimitsConfig) -> RolloutLimits | None:
     return RolloutLimits(config.max_turns, config.max_tokens, config.timeout_s)
 
 
+async def _watch_store(store: Store, report: Callable[[WriterStats], None]) -> None:
+    while True:
+        report(store.stats())
+        await asyncio.sleep(1.0)
+
+
+async def _run_watched(
+    runner: Runner, store: Store, items: list[WorkItem], ctx: _Context
+) -> list[RolloutResult]:
+    report = ctx.hooks.on_store
+    if report is None:
+        return await runner.run(items)
+    async with asyncio.TaskGroup() as group:
+        watcher = group.create_task(_watch_store(store, report))
+        try:
+            return await runner.run(items)
+        finally:
+            watcher.cancel()
+
+
+def _save_unsaved(runner: Runner, run: RunInfo) -> None:
+    """The store gave up: write what it could not save next to the user, then stop."""
+    err = runner.store_failure
+    assert err is not None
+    path = Path.cwd() / f"rolltap-unsaved-{run.id}.jsonl"
+    unsaved = runner.unsaved()
+    try:
+        count = write_sessions(path, run, unsaved)
+    except RolltapError as exc:
+        raise type(err)(f"{err.message}; the run stopped, and {len(unsaved)} unsaved session(s) "
+                        f"could not be written either: {exc.message}") from err  # fmt: skip
+    raise type(err)(
+        f"{err.message}; the run stopped: {count} unsaved session(s) written to {path} "
+        f"(load them with: rolltap sessions import {path})"
+    ) from err
+
+
 async def _run_on(
-    store: Store, run_id: str, items: list[WorkItem], config: RunConfig, ctx: _Context
+    store: Store, run: RunInfo, items: list[WorkItem], config: RunConfig, ctx: _Context
 ) -> list[RolloutResult]:
     scorer = Scorer([parse_reward_spec(spec) for spec in config.rewards])
     harness = _harness_of(config, ctx.harness)
@@ -112,16 +152,18 @@ async def _run_on(
             # a token endpoint's tokenizer loads once, before the wave, not inside it
             await gateway.ready()
             runner = Runner(
-                gateway=gateway, store=store, observer=observer, run_id=run_id,
+                gateway=gateway, store=store, observer=observer, run_id=run.id,
                 harness=harness, scorer=scorer, model=endpoint.model, c=config.c,
                 limits=_limits(config.limits), sampling=sampling,
-                on_result=ctx.hooks.on_result,
+                on_result=ctx.hooks.on_result, admission=store.wait_for_room,
             )  # fmt: skip
             if ctx.hooks.on_runner is not None:
                 ctx.hooks.on_runner(runner)
-            results = await runner.run(items)
-            ctx.interrupted = runner.stopping
-            return results
+            results = await _run_watched(runner, store, items, ctx)
+    if runner.store_failure is not None:
+        _save_unsaved(runner, run)
+    ctx.interrupted = runner.stopping
+    return results
 
 
 @dataclass(slots=True)
@@ -143,20 +185,21 @@ async def execute(
 ) -> RunResult:
     """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``."""
     ctx = _Context(hooks or Hooks(), harness, endpoint)
-    async with await Store.open(config.store) as store:
+    timeout = config.store_unavailable_timeout_s
+    async with await Store.open(config.store, reconnect_timeout=timeout) as store:
         if resume_run is None:
             task_list = list(tasks) if tasks is not None else _load(config)
             run = await store.create_run(config.name, {"run": config.model_dump(mode="json")})
-            run_id, earlier = run.id, list[RolloutResult]()
+            earlier = list[RolloutResult]()
             items = [WorkItem(t, s) for t in task_list for s in range(config.r)]
         else:
-            run_id = resume_run
-            items, earlier = await plan_resume(store, run_id, config, tasks)
+            run = await store.get_run(resume_run)
+            items, earlier = await plan_resume(store, run.id, config, tasks)
         if ctx.hooks.on_plan is not None:
-            ctx.hooks.on_plan(run_id, len(items))
-        results = await _run_on(store, run_id, items, config, ctx)
+            ctx.hooks.on_plan(run.id, len(items))
+        results = await _run_on(store, run, items, config, ctx)
     everything = earlier + results
-    return RunResult(run_id, everything, summarize(everything, r=config.r), ctx.interrupted)
+    return RunResult(run.id, everything, summarize(everything, r=config.r), ctx.interrupted)
 
 
 def _load(config: RunConfig) -> list[Task]:
