@@ -223,6 +223,7 @@ async def evaluate(
     name: str | None = None,
     hooks: Hooks | None = None,
     client: Literal["relay", "tokens"] | None = None,
+    store_unavailable_timeout_s: float = 300.0,
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
@@ -230,6 +231,8 @@ async def evaluate(
     built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
+    If the store stays unreachable ``store_unavailable_timeout_s`` the run stops with
+    StoreUnavailableError, having written ``rolltap-unsaved-<run>.jsonl``.
     """
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
@@ -237,8 +240,7 @@ async def evaluate(
         harness=harness if isinstance(harness, str) else _qualname(harness),
         endpoint=endpoint if isinstance(endpoint, str) else None,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
-        client=client,
-        store=store,
+        client=client, store=store, store_unavailable_timeout_s=store_unavailable_timeout_s,
     )  # fmt: skip
     task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]
     return await execute(
