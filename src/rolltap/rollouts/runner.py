@@ -5,18 +5,15 @@ gateway registration (limits, sampling), the harness, then unregister (or abort)
 reward, and a final commit with status and reward. Events are committed incrementally
 as calls finish (:class:`~rolltap.gateway.recorder.StoreRecorder`). :meth:`Runner.stop`
 stops admitting and cancels the harnesses in flight; those rollouts end ``cancelled``.
-
 A rollout's place among the ``c`` is freed once it is scored, before its final commit
 lands, so the run goes on while the database is away; ``admission`` (the store's
 ``wait_for_room``) holds back new rollouts while pending writes pass their memory bound.
-On ``store_unavailable`` or ``store_full`` the runner stops; :meth:`Runner.unsaved` has
-the sessions whose final commit did not land, with their logs.
+On ``store_unavailable``/``store_full`` the runner stops (:meth:`Runner.unsaved`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import ssl
 import time
@@ -33,8 +30,8 @@ from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
 from rolltap.rollouts.results import RolloutResult, call_stats
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
+from rolltap.rollouts.unsaved import Unsaved, is_fatal
 from rolltap.store import Event, EventKind, EventLog, SessionInfo
-from rolltap.store.errors import StoreFullError, StoreUnavailableError
 
 __all__ = ["Runner", "WorkItem"]
 
@@ -89,7 +86,7 @@ class Runner:
         self.admission = admission
         #: rollouts started (past admission); the store error that stopped the run, if any
         self.admitted, self.store_failure = 0, cast(StoreError | None, None)
-        self._unsaved: dict[str, tuple[SessionInfo, EventLog]] = {}
+        self._unsaved = Unsaved()
         self._in_harness: dict[int, asyncio.Task[Any]] = {}
         self._t0 = time.monotonic()
         # Building an httpx client loads the CA store (tens of ms of CPU); a wave of
@@ -105,11 +102,11 @@ class Runner:
 
     def unsaved(self) -> list[tuple[SessionInfo, EventLog]]:
         """Sessions whose final commit has not landed, each with its status and its log."""
-        return list(self._unsaved.values())
+        return self._unsaved.sessions()
 
     def _store_failed(self, err: StoreError) -> bool:
         """Stop the run on an error the store will not get over by itself; whether it was."""
-        if not isinstance(err, StoreUnavailableError | StoreFullError):
+        if not is_fatal(err):
             return False
         if self.store_failure is None:
             log.error("stopping the run: %s", err.message)
@@ -144,8 +141,8 @@ class Runner:
     async def _guarded(self, item: WorkItem, slots: asyncio.Semaphore) -> None:
         held = [True]
 
-        def release() -> None:
-            if held.pop() if held else False:
+        def release() -> None:  # once: when the rollout is scored, or on the way out
+            if held and held.pop():
                 slots.release()
 
         try:
@@ -168,7 +165,7 @@ class Runner:
             result.error = f"store: {err}"
             return result
         result.session_id = session.id
-        self._unsaved[session.id] = (session, EventLog())
+        self._unsaved.track(session, EventLog())
         try:
             rollout = await self.gateway.register(
                 metadata={SESSION_KEY: session.id, "task_id": item.task.id, "sample": item.sample},
@@ -181,7 +178,7 @@ class Runner:
             result.error = f"{err.code}: {err.message}"
             await self._final_commit(session.id, None, result)
             return result
-        self._unsaved[session.id] = (session, rollout.log)
+        self._unsaved.track(session, rollout.log)
         outcome = await self._drive(item.task, rollout)
         await self._finish(item.task, rollout, outcome, result, release)
         result.duration_s = time.monotonic() - started
@@ -191,9 +188,7 @@ class Runner:
         while True:
             try:
                 return await self.store.create_session(self.run_id, task=task)
-            except StoreBusyError:
-                # the write queue stayed full (a slow or restarting database): the
-                # rollout waits for a place rather than failing
+            except StoreBusyError:  # a slow or restarting database: wait, do not fail
                 log.info("store busy; waiting to create the session")
 
     def _context(self, rollout: Rollout, http: httpx2.AsyncClient) -> HarnessContext:
@@ -276,13 +271,9 @@ class Runner:
             result.error = f"reward: {type(exc).__name__}: {exc}"
 
     async def _final_commit(
-        self,
-        session_id: str | None,
-        events: EventLog | None,
-        result: RolloutResult,
-        *,
-        limit: str | None = None,
-    ) -> None:
+        self, session_id: str | None, events: EventLog | None, result: RolloutResult,
+        *, limit: str | None = None,
+    ) -> None:  # fmt: skip
         """Append the reward and status events and commit them with status and reward."""
         if session_id is None:
             return
@@ -293,9 +284,7 @@ class Runner:
         events.append(
             EventKind.STATUS, {"status": result.status, "error": result.error, "limit": limit}
         )
-        session, _ = self._unsaved[session_id]
-        ended = dataclasses.replace(session, status=result.status, reward=result.reward)
-        self._unsaved[session_id] = (ended, events)
+        self._unsaved.ended(session_id, events, result.status, result.reward)
         if self.store_failure is not None:
             return  # the store gave up: kept for the unsaved-sessions file
         try:
@@ -305,4 +294,4 @@ class Runner:
                 return
             log.warning("final commit of session %s failed: %s", session_id, err)
             result.status, result.error = "error", f"store: {err}"
-        self._unsaved.pop(session_id, None)
+        self._unsaved.saved(session_id)

@@ -141,19 +141,10 @@ class Store(StoreReads):
         """
         return self._writer.stats()
 
-    @property
-    def pending_max_bytes(self) -> int:
-        """The bound on the bytes of writes accepted and not yet durable."""
-        return self._writer.pending_max_bytes
-
     async def wait_for_room(self) -> None:
-        """Wait while pending writes hold ``pending_max_bytes`` or more (backpressure).
-
-        An owner calls it before admitting new work; commits themselves are never
-        refused. Raises StoreUnavailableError once the database has been given up on.
-
-        >>> # await store.wait_for_room()  # then start the next rollout
-        """
+        """Wait while pending writes hold ``pending_max_bytes`` or more (backpressure):
+        an owner calls it before admitting new work (commits themselves are never
+        refused). StoreUnavailableError once the database has been given up on."""
         await self._writer.wait_for_room()
 
     async def _write(self, op: WriteOp) -> Any:
@@ -292,8 +283,6 @@ class Store(StoreReads):
         is a StoreConflictError, skipped with ``skip_existing``, or with ``merge``
         brought up to the file (the events it lacks appended, status and reward set;
         counted only if something changed), so importing twice stores each event once.
-
-        >>> # await store.import_jsonl("rolltap-unsaved-RUN.jsonl", merge=True)
         """
         imported = 0
         async for run, session, rows in export.read_jsonl(src):
