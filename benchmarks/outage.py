@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+# the test kit's `store` package, not the store benchmark next to this script
+sys.path[0] = str(Path(__file__).resolve().parents[1] / "tests")
 
 from rolltap.rollouts import RunResult
 from rolltap.store import Store, upgrade

@@ -18,6 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from rolltap.rollouts import RunResult
+from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store, upgrade
 from rolltap.store.errors import StoreFullError, StoreUnavailableError
 from store.outagekit import EXPECTED_KINDS, Outage, assert_every_rollout_once, run_with_outage
@@ -161,4 +162,56 @@ async def test_sqlite_full_disk_one_clear_error_and_the_file_intact(
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         stored = conn.execute("SELECT count(*) FROM rolltap_sessions").fetchone()[0]
     assert 0 < stored < N
-    assert len(_unsaved_files(tmp_path)) == 1
+    files = _unsaved_files(tmp_path)
+    assert len(files) == 1 and str(files[0]) in error.message
+    unsaved = {orjson.loads(line)["session"]["id"] for line in files[0].read_bytes().splitlines()}
+    async with await Store.open(url) as store:  # every rollout started: stored, or in the file
+        for result in outage.results:
+            if result.session_id is not None and result.session_id not in unsaved:
+                kinds = [e.kind for e in await store.events(result.session_id)]
+                assert kinds == EXPECTED_KINDS, result.session_id
+
+
+async def _read_until(stream: asyncio.StreamReader, text: str) -> str:
+    seen = ""
+    while line := (await stream.readline()).decode():
+        seen += line
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} never came: {seen[-2000:]}")
+
+
+@pytest.mark.timeout(300)
+async def test_cli_eval_says_store_unavailable_then_exits_1(
+    private_postgres: PrivateServer, tmp_path: Path
+) -> None:
+    url = private_postgres.url
+    await upgrade(url)
+    tasks = tmp_path / "tasks.jsonl"
+    await asyncio.to_thread(
+        tasks.write_bytes, b"\n".join(orjson.dumps({"prompt": f"p{i}"}) for i in range(400))
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "500"}
+    async with Simulator(SimConfig(seed=5, ttft_ms=40)) as sim:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "chat",
+            "--endpoint", sim.base_url, "--model", "m", "-c", "4", "--store", url,
+            "--store-unavailable-timeout", "2", cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        head = await _read_until(proc.stderr, "done 20/400")
+        await asyncio.to_thread(private_postgres.stop)
+        _, rest = await proc.communicate()
+    err = head + rest.decode()
+    assert proc.returncode == 1, err[-3000:]
+    assert "store unavailable for " in err  # the progress said so
+    errors = [line for line in err.splitlines() if "[store_unavailable]" in line]
+    assert len(errors) == 1 and "rolltap-unsaved-" in errors[0], err[-3000:]
+    files = _unsaved_files(tmp_path)
+    assert len(files) == 1
+    await asyncio.to_thread(private_postgres.start)
+    run_id = files[0].name.removeprefix("rolltap-unsaved-").removesuffix(".jsonl")
+    async with await Store.open(url) as store:
+        stored = (await store.get_run(run_id)).config["run"]
+    assert stored["store_unavailable_timeout_s"] == 2.0  # the flag is kept with the run

@@ -109,7 +109,7 @@ class Runner:
         if not is_fatal(err):
             return False
         if self.store_failure is None:
-            log.error("stopping the run: %s", err.message)
+            log.info("stopping the run: %s", err.message)  # the run's error says it again
             self.store_failure = err
         self.stop()
         return True

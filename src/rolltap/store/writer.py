@@ -216,10 +216,11 @@ class Writer:
                 if self._down_since is None:
                     self._down_since = time.monotonic()
                     log.warning("store writer: %s; reconnecting", type(exc).__name__)
-                if time.monotonic() + delay > self._down_since + self._reconnect_timeout:
+                left = self._down_since + self._reconnect_timeout - time.monotonic()
+                if left <= 0:
                     self._give_up(pending, exc)
                     return
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, left))
                 delay, verify = min(delay * 2, 2.0), True
             else:
                 if self._down_since is not None:
@@ -236,7 +237,7 @@ class Writer:
         error = StoreUnavailableError(
             f"{self._where} unreachable for {self._down_for():.0f} s ({type(exc).__name__})"
         )
-        log.error("store writer: %s", error.message)
+        log.warning("store writer: %s; failing its pending writes", error.message)
         self._gave_up = error
         self._settle_failed(ops, error, cause=exc)
         self._fail_queued(error)
