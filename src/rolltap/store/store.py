@@ -74,10 +74,9 @@ class Store(StoreReads):
 
         A SQLite file is created (unless ``create=False``) and migrated automatically;
         a server database must be at the current schema (``rolltap db upgrade``) unless
-        ``upgrade=True``. ``writer_options``: ``queue_size``, ``busy_timeout``,
-        ``max_batch``, ``reconnect_timeout`` (how long the database may stay away,
-        default 300 s), ``pending_max_bytes`` (default ``ROLLTAP_STORE_PENDING_MAX_BYTES``
-        or 256 MiB) — see :class:`~rolltap.store.writer.Writer`.
+        ``upgrade=True``. ``writer_options`` (:class:`~rolltap.store.writer.Writer`):
+        ``queue_size``, ``busy_timeout``, ``max_batch``, ``reconnect_timeout`` (300 s),
+        ``pending_max_bytes`` (``ROLLTAP_STORE_PENDING_MAX_BYTES``, else 256 MiB).
 
         >>> # async with await Store.open("postgresql://db/rolltap") as store: ...
         """
@@ -142,10 +141,13 @@ class Store(StoreReads):
         return self._writer.stats()
 
     async def wait_for_room(self) -> None:
-        """Wait while pending writes hold ``pending_max_bytes`` or more (backpressure):
-        an owner calls it before admitting new work (commits themselves are never
-        refused). StoreUnavailableError once the database has been given up on."""
+        """Backpressure before admitting new work: wait while pending writes hold
+        ``pending_max_bytes`` or more; StoreUnavailableError while given up on."""
         await self._writer.wait_for_room()
+
+    async def wait_available(self) -> None:
+        """Wait until writes are accepted again after the database was given up on."""
+        await self._writer.wait_available()
 
     async def _write(self, op: WriteOp) -> Any:
         return await asyncio.shield(await self._writer.submit(op))
@@ -236,8 +238,6 @@ class Store(StoreReads):
         """Drop what the store remembers about a session it will not write again.
 
         The next commit of that session (if any) reloads its persisted prefix.
-
-        >>> # store.forget(rollout.id)  # after its final commit
         """
         state = self._states.get(session_id)
         if state is not None and not state.lock.locked():

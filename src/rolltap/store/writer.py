@@ -1,21 +1,17 @@
 """The serial writer: one task and one connection through which every write goes.
 
-Writes queue in order; the writer takes what has arrived together (up to ``max_batch``)
-and applies it in one transaction, in queue order, so each session's writes keep their
-order. A caller awaits the durability of its own write. Event commits are never refused:
-the store keeps at most one per session queued (later calls of a session fold into its
-next commit), so what they hold is bounded by the sessions' unpersisted events; their
-bytes are counted (:meth:`Writer.wait_for_room` lets an owner stop admitting new work
-past ``pending_max_bytes``). Other writes (creations, deletions) wait for one of
-``queue_size`` places up to ``busy_timeout``, then raise the retryable
-:class:`~rolltap.errors.StoreBusyError`.
+Writes that arrived together go in one transaction, in queue order, so each session's
+writes keep their order; a caller awaits the durability of its own write. Event commits
+are never refused (the store queues at most one per session, so they hold at most the
+sessions' unpersisted events); their bytes are counted for :meth:`Writer.wait_for_room`.
+Other writes wait for one of ``queue_size`` places up to ``busy_timeout``, then raise
+the retryable :class:`~rolltap.errors.StoreBusyError`.
 
-When the connection dies — or the server is stopped — the writer reconnects with
-backoff and retries, holding every pending write; after a failure that may have hit
-the COMMIT it asks each write whether it already landed, so nothing is lost or written
-twice. Once the database has been away for ``reconnect_timeout`` the pending writes
-fail with :class:`~rolltap.store.errors.StoreUnavailableError`, and so do new ones
-until a probe connection succeeds again.
+When the connection dies — or the server is stopped — the writer holds every pending
+write and reconnects with backoff; after a failure that may have hit the COMMIT it asks
+each write whether it already landed, so nothing is lost or written twice. Once the
+database has been away for ``reconnect_timeout`` pending and new writes fail with
+:class:`~rolltap.store.errors.StoreUnavailableError` until a probe connects again.
 """
 
 from __future__ import annotations
@@ -76,7 +72,8 @@ class Writer:
             max_bytes=pending_max_bytes or env_pending_max_bytes(),
             queue_size=queue_size, busy_timeout=busy_timeout,
         )  # fmt: skip
-        self._close_requested = asyncio.Event()
+        self._close_requested, self._available = asyncio.Event(), asyncio.Event()
+        self._available.set()
         self._max_batch, self._reconnect_timeout = max_batch, reconnect_timeout
         self._down_since: float | None = None
         self._gave_up: StoreUnavailableError | None = None
@@ -115,6 +112,10 @@ class Writer:
             await self._pending.wait_for_room()
         if self._gave_up is not None:
             raise StoreUnavailableError(self._gave_up.message) from self._gave_up
+
+    async def wait_available(self) -> None:
+        """Return once the writer accepts writes (at once unless it gave up on the database)."""
+        await self._available.wait()
 
     async def submit(self, op: WriteOp) -> asyncio.Future[Any]:
         """Queue ``op``; StoreBusyError if a non-commit write finds no place in time."""
@@ -161,6 +162,7 @@ class Writer:
                         break
                     log.warning("store writer: database back after %.1fs", self._down_for())
                     self._gave_up, self._down_since = None, None
+                    self._available.set()
                 batch, stop = await self._next_batch()
                 self._current = batch
                 if batch:
@@ -235,10 +237,11 @@ class Writer:
     def _give_up(self, ops: list[WriteOp], exc: BaseException) -> None:
         """The database stayed away too long: fail what is pending, refuse new writes."""
         error = StoreUnavailableError(
-            f"{self._where} unreachable for {self._down_for():.0f} s ({type(exc).__name__})"
+            f"{self._where} unreachable for {round(self._down_for(), 1):g} s ({type(exc).__name__})"
         )
         log.warning("store writer: %s; failing its pending writes", error.message)
         self._gave_up = error
+        self._available.clear()
         self._settle_failed(ops, error, cause=exc)
         self._fail_queued(error)
         self._pending.wake()
