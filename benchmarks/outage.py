@@ -23,10 +23,10 @@ from pathlib import Path
 # the test kit's `store` package, not the store benchmark next to this script
 sys.path[0] = str(Path(__file__).resolve().parents[1] / "tests")
 
-from rolltap.rollouts import RunResult
-from rolltap.store import Store, upgrade
-from store.outagekit import EXPECTED_KINDS, Outage, run_with_outage
-from store.privatedb import PrivateMariaDB, PrivatePostgres, PrivateServer
+from rolltap.rollouts import RunResult  # noqa: E402
+from rolltap.store import Store, upgrade  # noqa: E402
+from store.outagekit import EXPECTED_KINDS, Outage, run_with_outage  # noqa: E402
+from store.privatedb import PrivateMariaDB, PrivatePostgres, PrivateServer  # noqa: E402
 
 SERVERS: dict[str, type[PrivateServer]] = {"postgresql": PrivatePostgres, "mariadb": PrivateMariaDB}
 
