@@ -89,7 +89,7 @@ def write_sessions(
     with _opened(dest, "wb") as out:
         for info, log in items:
             doc = info.to_dict()
-            doc.pop("parent_id"), doc.pop("fork_at")
+            del doc["parent_id"], doc["fork_at"]  # live sessions are never forks here
             doc["n_events"], doc["forked_from"] = len(log), None
             head = orjson.dumps(
                 {"format_version": FORMAT_VERSION, "run": _run_doc(run), "session": doc}
