@@ -53,9 +53,14 @@ async def _eval(
 ) -> RunResult:
     with ProgressReporter(err_console) as progress:
         hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
-                      on_plan=progress.plan, on_stage=progress.stage)  # fmt: skip
+                      on_plan=progress.plan, on_stage=progress.stage,
+                      on_store=progress.store)  # fmt: skip
         if resume is not None:
-            overrides: dict[str, Any] = {"c": config.c} if config.c != RunConfig().c else {}
+            default = RunConfig()
+            overrides: dict[str, Any] = {
+                k: getattr(config, k) for k in ("c", "store_unavailable_timeout_s")
+                if getattr(config, k) != getattr(default, k)
+            }  # fmt: skip
             if config.otel is not None:  # given now: wins over the stored run's
                 overrides["otel"] = config.otel
             if config.otel_content:
@@ -144,6 +149,13 @@ def eval_command(
     max_tokens: Annotated[int | None, typer.Option(help="Per-rollout token limit")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
     sample_max_tokens: Annotated[int | None, typer.Option(help="max_tokens per call")] = None,
+    store_unavailable_timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="ROLLTAP_STORE_UNAVAILABLE_TIMEOUT_S",
+            help="Stop (store_unavailable) when the store is away this long (s) \\[300]",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
@@ -155,6 +167,7 @@ def eval_command(
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
         "otel": otel, "otel_content": otel_content or None,
+        "store_unavailable_timeout_s": store_unavailable_timeout,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)

@@ -198,11 +198,17 @@ def sessions_import(
         bool, typer.Option("--skip-existing", help="Skip sessions already stored.")
     ] = False,
 ) -> None:
-    """Import sessions from a JSONL export."""
+    """Import sessions from a JSONL export (or a rolltap-unsaved-RUN.jsonl file).
+
+    A session already stored gets the events it lacks appended, with the file's status
+    and reward, so importing a file twice stores each event once.
+    """
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store)) as opened:
-            count = await opened.import_jsonl(source, skip_existing=skip_existing)
+            count = await opened.import_jsonl(
+                source, skip_existing=skip_existing, merge=not skip_existing
+            )
         console.print(f"imported {count} session(s)")
 
     run_async(main())

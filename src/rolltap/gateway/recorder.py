@@ -140,7 +140,9 @@ class StoreRecorder:
             # Nothing is lost: the persisted prefix did not advance, so the next commit
             # of this session (the final one at the latest) writes these events too.
             self.failures += 1
-            log.warning("commit of session %s failed: %s", session_id, err)
+            quiet = err.code in ("store_unavailable", "store_full")  # the owner reports it once
+            log.log(logging.DEBUG if quiet else logging.WARNING,
+                    "commit of session %s failed: %s", session_id, err)  # fmt: skip
         finally:
             self._pending.pop(session_id, None)
 

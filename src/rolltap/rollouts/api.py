@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.errors import ConfigError
+from rolltap.errors import ConfigError, RolltapError
 from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
@@ -30,7 +30,8 @@ from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import DONE_STATUSES, plan_resume
-from rolltap.store import RunInfo, Store
+from rolltap.store import RunInfo, Store, WriterStats
+from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
@@ -63,6 +64,8 @@ class Hooks:
     on_plan: Callable[[str, int], None] | None = None
     #: what the run is doing before its first rollout (e.g. starting the local model)
     on_stage: Callable[[str], None] | None = None
+    #: the store writer's state, about once a second while the run goes (progress)
+    on_store: Callable[[WriterStats], None] | None = None
     gateway_settings: GatewaySettings | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -99,6 +102,43 @@ def _limits(config: LimitsConfig) -> RolloutLimits | None:
     return RolloutLimits(config.max_turns, config.max_tokens, config.timeout_s)
 
 
+async def _watch_store(store: Store, report: Callable[[WriterStats], None]) -> None:
+    while True:
+        report(store.stats())
+        await asyncio.sleep(1.0)
+
+
+async def _run_watched(
+    runner: Runner, store: Store, items: list[WorkItem], ctx: _Context
+) -> list[RolloutResult]:
+    report = ctx.hooks.on_store
+    if report is None:
+        return await runner.run(items)
+    async with asyncio.TaskGroup() as group:
+        watcher = group.create_task(_watch_store(store, report))
+        try:
+            return await runner.run(items)
+        finally:
+            watcher.cancel()
+
+
+def _save_unsaved(runner: Runner, run: RunInfo) -> None:
+    """The store gave up: write what it could not save next to the user, then stop."""
+    err = runner.store_failure
+    assert err is not None
+    path = Path.cwd() / f"rolltap-unsaved-{run.id}.jsonl"
+    unsaved = runner.unsaved()
+    try:
+        count = write_sessions(path, run, unsaved)
+    except RolltapError as exc:
+        raise type(err)(f"{err.message}; the run stopped, and {len(unsaved)} unsaved session(s) "
+                        f"could not be written either: {exc.message}") from err  # fmt: skip
+    raise type(err)(
+        f"{err.message}; the run stopped: {count} unsaved session(s) written to {path} "
+        f"(load them with: rolltap sessions import {path})"
+    ) from err
+
+
 async def _run_on(
     store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context
 ) -> list[RolloutResult]:
@@ -117,24 +157,29 @@ async def _run_on(
             await gateway.ready()
             # the run is created only now that everything it needs is up: a failed
             # start leaves no empty run behind
-            run_id = work.run_id or (await _create_run(store, config)).id
-            ctx.run_id = run_id
+            run = await _run_of(store, work, config)
+            ctx.run_id = run.id
             if ctx.hooks.on_plan is not None:
-                ctx.hooks.on_plan(run_id, len(work.items))
+                ctx.hooks.on_plan(run.id, len(work.items))
             runner = Runner(
-                gateway=gateway, store=store, observer=observer, run_id=run_id,
+                gateway=gateway, store=store, observer=observer, run_id=run.id,
                 harness=plan.harness, scorer=plan.scorer, model=endpoint.model, c=config.c,
                 limits=_limits(config.limits), sampling=sampling,
-                on_result=ctx.hooks.on_result,
+                on_result=ctx.hooks.on_result, admission=store.wait_for_room,
             )  # fmt: skip
             if ctx.hooks.on_runner is not None:
                 ctx.hooks.on_runner(runner)
-            results = await runner.run(work.items)
-            ctx.interrupted = runner.stopping
-            return results
+            results = await _run_watched(runner, store, work.items, ctx)
+    if runner.store_failure is not None:
+        _save_unsaved(runner, run)
+    ctx.interrupted = runner.stopping
+    return results
 
 
-async def _create_run(store: Store, config: RunConfig) -> RunInfo:
+async def _run_of(store: Store, work: _Work, config: RunConfig) -> RunInfo:
+    """The run resumed, or a new one (created only once everything it needs is up)."""
+    if work.run_id is not None:
+        return await store.get_run(work.run_id)
     return await store.create_run(config.name, {"run": config.model_dump(mode="json")})
 
 
@@ -174,7 +219,8 @@ async def execute(
     task_list = None
     if resume_run is None:
         task_list = list(tasks) if tasks is not None else _load(config)
-    async with await Store.open(config.store) as store:
+    timeout = config.store_unavailable_timeout_s
+    async with await Store.open(config.store, reconnect_timeout=timeout) as store:
         if task_list is not None:
             work = _Work([WorkItem(t, s) for t in task_list for s in range(config.r)])
             earlier = list[RolloutResult]()
@@ -211,6 +257,7 @@ async def evaluate(
     client: Literal["relay", "tokens"] | None = None,
     otel: bool | None = None,
     otel_content: bool = False,
+    store_unavailable_timeout_s: float = 300.0,
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
@@ -219,6 +266,8 @@ async def evaluate(
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
     ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
+    If the store stays unreachable ``store_unavailable_timeout_s`` the run stops with
+    StoreUnavailableError, having written ``rolltap-unsaved-<run>.jsonl``.
     """
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
@@ -227,7 +276,7 @@ async def evaluate(
         endpoint=endpoint if isinstance(endpoint, str) else None,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
         client=client, otel=otel, otel_content=otel_content,
-        store=store,
+        store=store, store_unavailable_timeout_s=store_unavailable_timeout_s,
     )  # fmt: skip
     task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]
     return await execute(

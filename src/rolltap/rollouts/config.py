@@ -8,6 +8,7 @@ r = 1                         # rollouts per task
 c = 16                        # rollouts at once
 endpoint = "local"            # a name from [endpoints], a URL, or omitted: the local model
 rewards = ["prefix", "contains=0.5"]
+store_unavailable_timeout_s = 300   # the database may be away this long; then the run stops
 
 [endpoints.local]
 base_url = "http://127.0.0.1:8080/v1"
@@ -87,6 +88,8 @@ class RunConfig(BaseModel):
     #: completions to the spans.
     otel: bool | None = None
     otel_content: bool = False
+    #: how long the database may stay unreachable before the run stops (store_unavailable)
+    store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
 
     def merged(self, overrides: dict[str, Any]) -> RunConfig:
         """A copy with every non-``None`` override applied (flags over the file)."""

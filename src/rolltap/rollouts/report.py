@@ -12,13 +12,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rolltap.rollouts.results import RolloutResult
-from rolltap.store import FAILED_STATUSES
+from rolltap.store import FAILED_STATUSES, WriterStats
 
 __all__ = ["ProgressReporter", "render_compare", "render_summary"]
 
 
+#: while the store is away, a plain (non-TTY) progress line repeats this often (s)
+_STORE_NOTE_EVERY_S = 10.0
+
+
 class ProgressReporter:
-    """Counts results as they land: done/total, rate, errors, mean reward."""
+    """Counts results as they land: done/total, rate, errors, mean reward — and says
+    when the store is unavailable (``store unavailable for 12 s, 34 commits pending``)."""
 
     def __init__(self, console: Console, total: int = 0) -> None:
         self.console = console
@@ -27,6 +32,8 @@ class ProgressReporter:
         self._t0 = time.monotonic()
         self._bar: Progress | None = None
         self._task: Any = None
+        self._store_note: str | None = None
+        self._store_noted_at = 0.0
 
     def __enter__(self) -> ProgressReporter:
         if self.console.is_terminal:
@@ -61,7 +68,25 @@ class ProgressReporter:
     def _stats(self) -> str:
         rate = self.done / max(time.monotonic() - self._t0, 1e-9)
         mean = f"{self._reward_sum / self._rewarded:.3f}" if self._rewarded else "-"
-        return f"{rate:.1f}/s errors {self.errors} mean reward {mean}"
+        note = f" | {self._store_note}" if self._store_note else ""
+        return f"{rate:.1f}/s errors {self.errors} mean reward {mean}{note}"
+
+    def store(self, stats: WriterStats) -> None:
+        """The store writer's state (about once a second): shown while it is unavailable."""
+        note, was = stats.describe(), self._store_note
+        self._store_note = note
+        if self._bar is not None:
+            if note != was:
+                self._bar.update(self._task, stats=self._stats())
+            return
+        now = time.monotonic()
+        if note is not None and (was is None or now - self._store_noted_at >= _STORE_NOTE_EVERY_S):
+            self._store_noted_at = now
+            self.console.print(f"done {self.done}/{self.total} {note}", highlight=False)
+        elif note is None and was is not None:
+            self.console.print(
+                f"done {self.done}/{self.total} store available again", highlight=False
+            )
 
     def result(self, result: RolloutResult) -> None:
         """Count one finished rollout and show the new state."""

@@ -5,6 +5,10 @@ gateway registration (limits, sampling), the harness, then unregister (or abort)
 reward, and a final commit with status and reward. Events are committed incrementally
 as calls finish (:class:`~rolltap.gateway.recorder.StoreRecorder`). :meth:`Runner.stop`
 stops admitting and cancels the harnesses in flight; those rollouts end ``cancelled``.
+A rollout's place among the ``c`` is freed once it is scored, before its final commit
+lands, so the run goes on while the database is away; ``admission`` (the store's
+``wait_for_room``) holds back new rollouts while pending writes pass their memory bound.
+On ``store_unavailable``/``store_full`` the runner stops (:meth:`Runner.unsaved`).
 """
 
 from __future__ import annotations
@@ -13,20 +17,21 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 
-from rolltap.errors import RolltapError, StoreError
+from rolltap.errors import RolltapError, StoreBusyError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
 from rolltap.gateway.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
 from rolltap.rollouts.results import RolloutResult, call_stats, failure_of
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
-from rolltap.store import Event, EventKind, EventLog
+from rolltap.rollouts.unsaved import Unsaved, is_fatal
+from rolltap.store import Event, EventKind, EventLog, SessionInfo
 
 __all__ = ["Runner", "WorkItem"]
 
@@ -68,6 +73,7 @@ class Runner:
         user: str | None = None,
         endpoint: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        admission: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.gateway, self.store, self.observer = gateway, store, observer
         self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
@@ -77,6 +83,10 @@ class Runner:
         self.user, self.endpoint = user, endpoint
         self.stopping = False
         self.results: list[RolloutResult] = []
+        self.admission = admission
+        #: rollouts started (past admission); the store error that stopped the run, if any
+        self.admitted, self.store_failure = 0, cast(StoreError | None, None)
+        self._unsaved = Unsaved()
         self._in_harness: dict[int, asyncio.Task[Any]] = {}
         self._t0 = time.monotonic()
         # Building an httpx client loads the CA store (tens of ms of CPU); a wave of
@@ -90,6 +100,20 @@ class Runner:
         for task in list(self._in_harness.values()):
             task.cancel()
 
+    def unsaved(self) -> list[tuple[SessionInfo, EventLog]]:
+        """Sessions whose final commit has not landed, each with its status and its log."""
+        return self._unsaved.sessions()
+
+    def _store_failed(self, err: StoreError) -> bool:
+        """Stop the run on an error the store will not get over by itself; whether it was."""
+        if not is_fatal(err):
+            return False
+        if self.store_failure is None:
+            log.info("stopping the run: %s", err.message)  # the run's error says it again
+            self.store_failure = err
+        self.stop()
+        return True
+
     async def run(self, items: Iterable[WorkItem]) -> list[RolloutResult]:
         """Run ``items``, at most ``c`` registered at a time; the results in finish order."""
         self._t0 = time.monotonic()
@@ -97,34 +121,53 @@ class Runner:
         async with asyncio.TaskGroup() as group:
             for item in items:
                 await slots.acquire()
+                await self._admit()
                 if self.stopping:
                     slots.release()
                     break
+                self.admitted += 1
                 group.create_task(self._guarded(item, slots))
         return self.results
 
-    async def _guarded(self, item: WorkItem, slots: asyncio.Semaphore) -> None:
+    async def _admit(self) -> None:
+        if self.admission is None or self.stopping:
+            return
         try:
-            result = await self._one(item)
+            await self.admission()
+        except StoreError as err:
+            if not self._store_failed(err):
+                raise
+
+    async def _guarded(self, item: WorkItem, slots: asyncio.Semaphore) -> None:
+        held = [True]
+
+        def release() -> None:  # once: when the rollout is scored, or on the way out
+            if held and held.pop():
+                slots.release()
+
+        try:
+            result = await self._one(item, release)
         finally:
-            slots.release()
+            release()
         self.results.append(result)
         if self.on_result is not None:
             self.on_result(result)
 
-    async def _one(self, item: WorkItem) -> RolloutResult:
+    async def _one(self, item: WorkItem, release: Callable[[], None]) -> RolloutResult:
         started = time.monotonic()
         result = RolloutResult(item.task.id, item.sample, None, "error")
         result.started_s = started - self._t0
         task_dict = {"task_id": item.task.id, "sample": item.sample, "task": item.task.to_dict()}
         try:
-            session = await self.store.create_session(self.run_id, task=task_dict)
+            session = await self._create_session(task_dict)
         except StoreError as err:
+            self._store_failed(err)
             result.error = f"store: {err}"
             result.error_code, result.error_message = err.code, err.message
             result.commit_failed = True
             return result
         result.session_id = session.id
+        self._unsaved.track(session, EventLog())
         try:
             rollout = await self.gateway.register(
                 metadata={
@@ -143,10 +186,18 @@ class Runner:
             result.error_code, result.error_message = err.code, err.message
             await self._final_commit(session.id, None, result)
             return result
+        self._unsaved.track(session, rollout.log)
         outcome = await self._drive(item.task, rollout)
-        await self._finish(item.task, rollout, outcome, result)
+        await self._finish(item.task, rollout, outcome, result, release)
         result.duration_s = time.monotonic() - started
         return result
+
+    async def _create_session(self, task: dict[str, Any]) -> SessionInfo:
+        while True:
+            try:
+                return await self.store.create_session(self.run_id, task=task)
+            except StoreBusyError:  # a slow or restarting database: wait, do not fail
+                log.info("store busy; waiting to create the session")
 
     def _context(self, rollout: Rollout, http: httpx2.AsyncClient) -> HarnessContext:
         urls = self.gateway.describe(rollout)
@@ -196,7 +247,12 @@ class Runner:
             self._in_harness.pop(key, None)
 
     async def _finish(
-        self, task: Task, rollout: Rollout, outcome: _Outcome, result: RolloutResult
+        self,
+        task: Task,
+        rollout: Rollout,
+        outcome: _Outcome,
+        result: RolloutResult,
+        release: Callable[[], None],
     ) -> None:
         if outcome.status in ("completed", "failed"):
             await self.gateway.unregister(rollout.id)
@@ -211,6 +267,7 @@ class Runner:
         if result.error_code is None and failure is not None:
             result.error_code, result.error_message = failure
         result.calls = call_stats(rollout.log)
+        release()  # the rollout is over: its final commit need not hold a place
         await self._final_commit(result.session_id, rollout.log, result, limit=hit)
 
     async def _score(self, task: Task, events: list[Event], result: RolloutResult) -> None:
@@ -226,13 +283,9 @@ class Runner:
             result.error_code, result.error_message = "reward_error", result.error
 
     async def _final_commit(
-        self,
-        session_id: str | None,
-        events: EventLog | None,
-        result: RolloutResult,
-        *,
-        limit: str | None = None,
-    ) -> None:
+        self, session_id: str | None, events: EventLog | None, result: RolloutResult,
+        *, limit: str | None = None,
+    ) -> None:  # fmt: skip
         """Append the reward and status events and commit them with status and reward."""
         if session_id is None:
             return
@@ -245,10 +298,16 @@ class Runner:
             {"status": result.status, "error": result.error, "limit": limit,
              "answer": result.answer},
         )  # fmt: skip
+        self._unsaved.ended(session_id, events, result.status, result.reward)
+        if self.store_failure is not None:
+            return  # the store gave up: kept for the unsaved-sessions file
         try:
             await self.store.commit(session_id, events, status=result.status, reward=result.reward)
         except StoreError as err:
+            if self._store_failed(err):
+                return
             log.warning("final commit of session %s failed: %s", session_id, err)
             result.status, result.error = "error", f"store: {err}"
             result.error_code, result.error_message = err.code, err.message
             result.commit_failed = True
+        self._unsaved.saved(session_id)

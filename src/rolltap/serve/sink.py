@@ -22,6 +22,7 @@ from rolltap.store import (
     EventLog,
     SessionInfo,
     StoreConflictError,
+    StoreFullError,
     StoreNotFoundError,
     StoreUnavailableError,
 )
@@ -30,8 +31,11 @@ __all__ = ["JobStore", "ShippedStore", "StoreRpc", "error_from_reply"]
 
 _ERRORS: dict[str, type[StoreError]] = {
     cls.code: cls
-    for cls in (StoreBusyError, StoreConflictError, StoreNotFoundError, StoreUnavailableError)
-}
+    for cls in (
+        StoreBusyError, StoreConflictError, StoreFullError, StoreNotFoundError,
+        StoreUnavailableError,
+    )
+}  # fmt: skip
 
 
 def error_from_reply(error: Mapping[str, Any]) -> StoreError:

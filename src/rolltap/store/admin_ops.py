@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
 from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
-from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
+from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.reader import exists, fetch_session
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import dump_doc
@@ -59,6 +59,7 @@ class CreateSessionOp(WriteOp):
     ) -> None:
         super().__init__()
         self.session, self.rows, self._on_success = session, rows, on_success
+        self.nbytes = rows_nbytes(rows)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         s = self.session

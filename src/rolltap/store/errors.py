@@ -14,6 +14,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreClosedError",
     "StoreConflictError",
+    "StoreFullError",
     "StoreNotFoundError",
     "StoreUnavailableError",
     "StoreValidationError",
@@ -70,3 +71,14 @@ class StoreClosedError(StoreError):
 
     code = "store_closed"
     status = 503
+
+
+class StoreFullError(StoreError):
+    """The database or the disk it lives on is full: the write cannot be made.
+
+    Not retryable by waiting alone: free space (or raise the server's quota) first.
+    Nothing already stored is damaged — the failed transaction is rolled back whole.
+    """
+
+    code = "store_full"
+    status = 507

@@ -9,7 +9,7 @@ payload bytes are spliced into the output without being parsed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,12 +17,12 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.events import FORMAT_VERSION, Event
+from rolltap.store.events import FORMAT_VERSION, Event, EventLog
 from rolltap.store.models import RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.reader import fetch_run, fetch_session, iter_event_rows, list_sessions
 from rolltap.store.serialize import event_json, event_rows
 
-__all__ = ["export_jsonl", "iter_sessions", "read_jsonl"]
+__all__ = ["export_jsonl", "iter_sessions", "read_jsonl", "write_sessions"]
 
 _PAGE = 200
 
@@ -67,14 +67,36 @@ async def export_jsonl(
     with _opened(dest, "wb") as out:
         async for info in iter_sessions(conn, run, session):
             if info.run_id not in runs:
-                r = await fetch_run(conn, info.run_id)
-                runs[info.run_id] = {
-                    "id": r.id,
-                    "name": r.name,
-                    "config": r.config,
-                    "created_at": r.created_at,
-                }
+                runs[info.run_id] = _run_doc(await fetch_run(conn, info.run_id))
             await _write_session(conn, out, runs[info.run_id], info)
+            count += 1
+    return count
+
+
+def _run_doc(r: RunInfo) -> dict[str, Any]:
+    return {"id": r.id, "name": r.name, "config": r.config, "created_at": r.created_at}
+
+
+def write_sessions(
+    dest: str | Path | IO[bytes], run: RunInfo, items: Iterable[tuple[SessionInfo, EventLog]]
+) -> int:
+    """Write in-memory sessions of ``run`` with their logs, as :func:`export_jsonl` does.
+
+    Used for what could not be saved when the database went away: the file imports
+    with ``rolltap sessions import``. Returns the number of sessions written.
+    """
+    count = 0
+    with _opened(dest, "wb") as out:
+        for info, log in items:
+            doc = info.to_dict()
+            del doc["parent_id"], doc["fork_at"]  # live sessions are never forks here
+            doc["n_events"], doc["forked_from"] = len(log), None
+            head = orjson.dumps(
+                {"format_version": FORMAT_VERSION, "run": _run_doc(run), "session": doc}
+            )
+            rows = event_rows(info.id, log)
+            body = b",".join(event_json(r["seq"], r["kind"], r["ts"], r["payload"]) for r in rows)
+            out.write(head[:-1] + b',"events":[' + body + b"]}\n")
             count += 1
     return count
 

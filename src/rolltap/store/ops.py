@@ -28,11 +28,22 @@ from rolltap.store.serialize import event_rows
 # commit tokens: unique per process (random prefix) and cheap (a counter)
 _TOKENS = (f"{uuid.uuid4().hex[:16]}{n:016x}" for n in itertools.count())
 
-__all__ = ["CommitOp", "RunDelta", "SessionState", "WriteOp", "apply_commits", "apply_run_deltas"]
+__all__ = [
+    "CommitOp",
+    "RunDelta",
+    "SessionState",
+    "WriteOp",
+    "apply_commits",
+    "apply_run_deltas",
+    "rows_nbytes",
+]
 
 
 class WriteOp:
     """One write; the writer resolves :attr:`future` with its result once it is durable."""
+
+    #: roughly what the write holds in memory until it lands (the writer's pending bytes)
+    nbytes: int = 512
 
     def __init__(self) -> None:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -104,6 +115,11 @@ class RunDelta:
         )
 
 
+def rows_nbytes(rows: Sequence[dict[str, Any]]) -> int:
+    """What event rows hold in memory, roughly: their payload bytes plus a row's overhead."""
+    return 512 + sum(len(row["payload"]) + 160 for row in rows)
+
+
 def _flag(status: str | None, test: Any) -> int:
     return 1 if status is not None and test(status) else 0
 
@@ -163,6 +179,7 @@ class CommitOp(WriteOp):
         self.parent_id = state.parent_id if self.base > 0 else None
         start = self.base if snap.replace else state.prefix
         self.rows = event_rows(session_id, log.since(start))
+        self.nbytes = rows_nbytes(self.rows)
         self.status = state.status if status is None else status
         self.reward = state.reward if reward is None else reward
 

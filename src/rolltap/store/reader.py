@@ -12,12 +12,12 @@ from sqlalchemy import RowMapping, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rolltap.store.dberrors import translate_db_error
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import Event
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import load_doc, row_event
-from rolltap.store.writer import translate_db_error
 
 __all__ = [
     "EventRow",

@@ -28,6 +28,7 @@ from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, D
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import EventLog
+from rolltap.store.importing import merge_session
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.opening import check_sqlite_file
@@ -74,8 +75,9 @@ class Store(StoreReads):
 
         A SQLite file is created (unless ``create=False``) and migrated automatically;
         a server database must be at the current schema (``rolltap db upgrade``) unless
-        ``upgrade=True``. ``writer_options``: ``queue_size``, ``busy_timeout``,
-        ``max_batch``, ``reconnect_timeout`` (see :class:`~rolltap.store.writer.Writer`).
+        ``upgrade=True``. ``writer_options`` (:class:`~rolltap.store.writer.Writer`):
+        ``queue_size``, ``busy_timeout``, ``max_batch``, ``reconnect_timeout`` (300 s),
+        ``pending_max_bytes`` (``ROLLTAP_STORE_PENDING_MAX_BYTES``, else 256 MiB).
 
         >>> # async with await Store.open("postgresql://db/rolltap") as store: ...
         """
@@ -135,11 +137,20 @@ class Store(StoreReads):
         return backend_of(self._engine.url)
 
     def stats(self) -> WriterStats:
-        """Queue depth, transactions, writes and reconnects of the serial writer.
+        """Queue depth, transactions, writes, reconnects and health of the serial writer.
 
-        >>> # store.stats().reconnects
+        >>> # store.stats().reconnects; store.stats().describe()  # "store unavailable ..."
         """
         return self._writer.stats()
+
+    async def wait_for_room(self) -> None:
+        """Backpressure before admitting new work: wait while pending writes hold
+        ``pending_max_bytes`` or more; StoreUnavailableError while given up on."""
+        await self._writer.wait_for_room()
+
+    async def wait_available(self) -> None:
+        """Wait until writes are accepted again after the database was given up on."""
+        await self._writer.wait_available()
 
     async def _write(self, op: WriteOp) -> Any:
         return await asyncio.shield(await self._writer.submit(op))
@@ -230,8 +241,6 @@ class Store(StoreReads):
         """Drop what the store remembers about a session it will not write again.
 
         The next commit of that session (if any) reloads its persisted prefix.
-
-        >>> # store.forget(rollout.id)  # after its final commit
         """
         state = self._states.get(session_id)
         if state is not None and not state.lock.locked():
@@ -268,14 +277,15 @@ class Store(StoreReads):
         self._forget_ids(gone + elsewhere)
 
     async def import_jsonl(
-        self, src: str | Path | IO[bytes], *, skip_existing: bool = False
+        self, src: str | Path | IO[bytes], *, skip_existing: bool = False, merge: bool = False
     ) -> int:
         """Import sessions written by :meth:`export_jsonl`; the number imported.
 
         Runs missing from the store are created with their exported id, name and
-        config; forks arrive resolved (standalone sessions).
-
-        >>> # await store.import_jsonl("run.jsonl", skip_existing=True)
+        config; forks arrive resolved (standalone sessions). A session already stored
+        is a StoreConflictError, skipped with ``skip_existing``, or with ``merge``
+        brought up to the file (the events it lacks appended, status and reward set;
+        counted only if something changed), so importing twice stores each event once.
         """
         imported = 0
         async for run, session, rows in export.read_jsonl(src):
@@ -284,7 +294,8 @@ class Store(StoreReads):
                 has_session = await reader.exists(conn, sessions, session.id)
             if not has_run:
                 await self._write(CreateRunOp(run))
-            if skip_existing and has_session:
+            if has_session and (skip_existing or merge):
+                imported += merge and await merge_session(self, session, rows)
                 continue
             await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
             imported += 1

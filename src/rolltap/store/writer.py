@@ -1,12 +1,17 @@
 """The serial writer: one task and one connection through which every write goes.
 
-Writes queue in a bounded queue; the writer takes what has arrived together (up to
-``max_batch``) and applies it in one transaction, in queue order, so each session's
-writes keep their order. A caller awaits the durability of its own write. A full queue
-makes callers wait up to ``busy_timeout``, then raises the retryable
-:class:`~rolltap.errors.StoreBusyError`. When the connection dies the writer reconnects
-with backoff and retries; after a failure that may have hit the COMMIT it asks each
-write whether it already landed, so nothing is lost or written twice.
+Writes that arrived together go in one transaction, in queue order, so each session's
+writes keep their order; a caller awaits the durability of its own write. Event commits
+are never refused (the store queues at most one per session, so they hold at most the
+sessions' unpersisted events); their bytes are counted for :meth:`Writer.wait_for_room`.
+Other writes wait for one of ``queue_size`` places up to ``busy_timeout``, then raise
+the retryable :class:`~rolltap.errors.StoreBusyError`.
+
+When the connection dies — or the server is stopped — the writer holds every pending
+write and reconnects with backoff; after a failure that may have hit the COMMIT it asks
+each write whether it already landed, so nothing is lost or written twice. Once the
+database has been away for ``reconnect_timeout`` pending and new writes fail with
+:class:`~rolltap.store.errors.StoreUnavailableError` until a probe connects again.
 """
 
 from __future__ import annotations
@@ -16,77 +21,35 @@ import itertools
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import (
-    DBAPIError,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    SQLAlchemyError,
-)
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rolltap.errors import StoreBusyError, StoreError
-from rolltap.store.errors import StoreClosedError, StoreConflictError, StoreUnavailableError
+from rolltap.errors import StoreError
+from rolltap.store.dberrors import is_transient, translate_db_error
+from rolltap.store.errors import StoreClosedError, StoreUnavailableError
 from rolltap.store.ops import CommitOp, WriteOp, apply_commits
+from rolltap.store.pending import PendingWrites
+from rolltap.store.url import backend_of, mask_url
+from rolltap.store.writer_conn import WriterConnection
+from rolltap.store.writer_state import (
+    DEFAULT_UNAVAILABLE_TIMEOUT_S,
+    InjectedFault,
+    WriterHooks,
+    WriterStats,
+    env_pending_max_bytes,
+)
 
 __all__ = ["InjectedFault", "Writer", "WriterHooks", "WriterStats", "translate_db_error"]
 
 log = logging.getLogger(__name__)
 
 
-class InjectedFault(StoreError):
-    """Raised by :class:`WriterHooks` in tests. ``transient`` faults act like a lost connection."""
-
-    code = "store_injected_fault"
-
-    def __init__(self, message: str = "injected fault", *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
-
-
-class WriterHooks:
-    """Fault-injection points for tests; the default does nothing.
-
-    >>> class LoseAck(WriterHooks):
-    ...     async def after_commit(self, ops: Sequence[WriteOp]) -> None:
-    ...         raise InjectedFault("ack lost", transient=True)
-    """
-
-    async def before_commit(self, ops: Sequence[WriteOp]) -> None:
-        """Inside the transaction, after the writes, before COMMIT."""
-
-    async def after_commit(self, ops: Sequence[WriteOp]) -> None:
-        """After COMMIT returned, before callers are told (raise a *transient* fault here:
-        the writes landed, so only the verify-and-retry path is correct)."""
-
-
-@dataclass(frozen=True, slots=True)
-class WriterStats:
-    queued: int
-    transactions: int
-    writes: int
-    reconnects: int
-
-
-def translate_db_error(exc: SQLAlchemyError | OSError) -> StoreError:
-    """A StoreError describing a database failure (statement and parameters left out)."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else exc
-    detail = str(orig).splitlines()[0] if str(orig) else ""
-    if isinstance(exc, IntegrityError):
-        return StoreConflictError(f"conflicts with stored data: {detail}")
-    return StoreError(f"database error ({type(orig).__name__}): {detail}")
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """Worth a reconnect and retry: a lost connection, a lock timeout, a deadlock."""
+def _transient(exc: BaseException) -> bool:
     if isinstance(exc, InjectedFault):
         return exc.transient
-    if isinstance(exc, DBAPIError):
-        return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
-    return isinstance(exc, OSError)
+    return not isinstance(exc, StoreError) and is_transient(exc)
 
 
 class Writer:
@@ -99,46 +62,71 @@ class Writer:
         queue_size: int = 1024,
         busy_timeout: float = 5.0,
         max_batch: int = 512,
-        reconnect_timeout: float = 60.0,
+        reconnect_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT_S,
+        pending_max_bytes: int | None = None,
         hooks: WriterHooks | None = None,
     ) -> None:
         self._engine = engine
-        self._queue: asyncio.Queue[WriteOp | None] = asyncio.Queue(maxsize=queue_size)
-        self._busy_timeout, self._max_batch = busy_timeout, max_batch
-        self._reconnect_timeout = reconnect_timeout
+        self._queue: asyncio.Queue[WriteOp | None] = asyncio.Queue()
+        self._pending = PendingWrites(
+            max_bytes=pending_max_bytes or env_pending_max_bytes(),
+            queue_size=queue_size, busy_timeout=busy_timeout,
+        )  # fmt: skip
+        self._close_requested, self._available = asyncio.Event(), asyncio.Event()
+        self._available.set()
+        self._max_batch, self._reconnect_timeout = max_batch, reconnect_timeout
+        self._down_since: float | None = None
+        self._gave_up: StoreUnavailableError | None = None
         self.hooks = hooks or WriterHooks()
-        self._conn: AsyncConnection | None = None
+        self._conn = WriterConnection(engine)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._transactions = self._writes = self._connects = 0
+        self._transactions = self._writes = 0
         self._failure: BaseException | None = None
         self._current: list[WriteOp] = []
+        path = engine.url.database if backend_of(engine.url) == "sqlite" else None
+        self._where = f"store file {path}" if path else f"database {mask_url(engine.url)}"
 
     def start(self) -> None:
         """Start the writer task (in the running loop)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="rolltap-writer")
 
     def stats(self) -> WriterStats:
+        since = self._down_since
         return WriterStats(
-            self._queue.qsize(), self._transactions, self._writes, max(self._connects - 1, 0)
-        )
+            self._queue.qsize(), self._transactions, self._writes, max(self._conn.connects - 1, 0),
+            self._pending.commits, self._pending.bytes,
+            None if since is None else time.monotonic() - since,
+        )  # fmt: skip
+
+    @property
+    def pending_max_bytes(self) -> int:
+        return self._pending.max_bytes
+
+    async def wait_for_room(self) -> None:
+        """Return once pending writes hold less than ``pending_max_bytes``.
+
+        Raises StoreUnavailableError while the database is given up on.
+        """
+        while self._gave_up is None and self._pending.over:
+            await self._pending.wait_for_room()
+        if self._gave_up is not None:
+            raise StoreUnavailableError(self._gave_up.message) from self._gave_up
+
+    async def wait_available(self) -> None:
+        """Return once the writer accepts writes (at once unless it gave up on the database)."""
+        await self._available.wait()
 
     async def submit(self, op: WriteOp) -> asyncio.Future[Any]:
-        """Queue ``op``; StoreBusyError if the queue stays full past the busy timeout."""
+        """Queue ``op``; StoreBusyError if a non-commit write finds no place in time."""
         if self._failure is not None:
             raise StoreClosedError("the store writer stopped") from self._failure
         if self._closing:
             raise StoreClosedError("the store is closed")
-        try:
-            if self._queue.full():
-                async with asyncio.timeout(self._busy_timeout):
-                    await self._queue.put(op)
-            else:
-                self._queue.put_nowait(op)
-        except TimeoutError as exc:
-            raise StoreBusyError(
-                f"store write queue full for {self._busy_timeout:g}s", retry_after=1.0
-            ) from exc
+        if self._gave_up is not None:
+            raise StoreUnavailableError(self._gave_up.message) from self._gave_up
+        await self._pending.admit(op)
+        self._queue.put_nowait(op)
         if self._task is None or self._task.done():
             self._fail_queued()  # the writer is gone: nothing else will settle it
         return op.future
@@ -154,6 +142,7 @@ class Writer:
         if task is None or self._closing:
             return
         self._closing = True
+        self._close_requested.set()
         try:
             if not task.done():
                 await self._queue.put(None)
@@ -161,13 +150,19 @@ class Writer:
         finally:
             task.cancel()
             await asyncio.wait({task})
-            await self._discard_connection()
+            await self._conn.discard()
         if not task.cancelled() and task.exception() is not None:
             raise StoreClosedError("the store writer had stopped") from task.exception()
 
     async def _run(self) -> None:
         try:
             while True:
+                if self._gave_up is not None:
+                    if not await self._conn.probe(self._close_requested):
+                        break
+                    log.warning("store writer: database back after %.1fs", self._down_for())
+                    self._gave_up, self._down_since = None, None
+                    self._available.set()
                 batch, stop = await self._next_batch()
                 self._current = batch
                 if batch:
@@ -185,6 +180,7 @@ class Writer:
         first = await self._queue.get()
         if first is None:
             return [], True
+        self._pending.taken(first)
         batch = [first]
         while len(batch) < self._max_batch:
             try:
@@ -193,40 +189,62 @@ class Writer:
                 break
             if op is None:
                 return batch, True
+            self._pending.taken(op)
             batch.append(op)
         return batch, False
 
-    def _fail_queued(self) -> None:
+    def _fail_queued(self, error: StoreError | None = None) -> None:
         while not self._queue.empty():
             op = self._queue.get_nowait()
             if op is not None:
-                self._settle_failed([op], StoreClosedError("the store writer stopped"))
+                self._pending.taken(op)
+                self._settle_failed([op], error or StoreClosedError("the store writer stopped"))
 
     async def _run_group(self, ops: list[WriteOp]) -> None:
         """Apply ``ops`` in one transaction, retrying through reconnects; settle each op."""
-        deadline = time.monotonic() + self._reconnect_timeout
         delay, verify, pending = 0.02, False, ops
         while True:
             try:
-                conn = await self._connection()
+                conn = await self._conn.get()
                 if verify:
                     pending = await self._unapplied(conn, pending)
                 if pending:
                     await self._transaction(conn, pending)
             except (SQLAlchemyError, OSError, StoreError) as exc:
-                if not _is_transient(exc):
+                if not _transient(exc):
                     await self._permanent_failure(pending, exc)
                     return
-                await self._discard_connection()
-                if time.monotonic() + delay > deadline:
-                    self._settle_failed(pending, self._unavailable(exc), cause=exc)
+                await self._conn.discard()
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    log.warning("store writer: %s; reconnecting", type(exc).__name__)
+                left = self._down_since + self._reconnect_timeout - time.monotonic()
+                if left <= 0:
+                    self._give_up(pending, exc)
                     return
-                log.warning("store writer: %s; reconnecting in %.2fs", type(exc).__name__, delay)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, left))
                 delay, verify = min(delay * 2, 2.0), True
             else:
+                if self._down_since is not None:
+                    log.warning("store writer: reconnected after %.1fs", self._down_for())
+                self._down_since = None
                 self._settle_ok(pending)
                 return
+
+    def _down_for(self) -> float:
+        return 0.0 if self._down_since is None else time.monotonic() - self._down_since
+
+    def _give_up(self, ops: list[WriteOp], exc: BaseException) -> None:
+        """The database stayed away too long: fail what is pending, refuse new writes."""
+        error = StoreUnavailableError(
+            f"{self._where} unreachable for {round(self._down_for(), 1):g} s ({type(exc).__name__})"
+        )
+        log.warning("store writer: %s; failing its pending writes", error.message)
+        self._gave_up = error
+        self._available.clear()
+        self._settle_failed(ops, error, cause=exc)
+        self._fail_queued(error)
+        self._pending.wake()
 
     async def _transaction(self, conn: AsyncConnection, ops: Sequence[WriteOp]) -> None:
         now = time.time()
@@ -259,17 +277,13 @@ class Writer:
             for op in list(ops):
                 await self._run_group([op])
             return
-        error = exc if isinstance(exc, StoreError) else translate_db_error(exc)
+        error = exc if isinstance(exc, StoreError) else translate_db_error(exc, where=self._where)
         self._settle_failed(ops, error, cause=exc)
-
-    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"database unreachable for {self._reconnect_timeout:g}s ({type(exc).__name__})"
-        )
 
     def _settle_ok(self, ops: Sequence[WriteOp]) -> None:
         for op in ops:
             self._writes += 1
+            self._pending.release(op)
             op.on_success()
             if not op.future.done():
                 op.future.set_result(op.outcome())
@@ -280,25 +294,7 @@ class Writer:
         if cause is not None and error is not cause:
             error.__cause__ = cause
         for op in ops:
+            self._pending.release(op)
             if not op.future.done():
                 op.on_failure()
                 op.future.set_exception(error)
-
-    async def _connection(self) -> AsyncConnection:
-        if self._conn is None or self._conn.invalidated or self._conn.closed:
-            self._conn = await self._engine.connect()
-            self._connects += 1
-            if self._engine.dialect.name == "postgresql":
-                await self._conn.exec_driver_sql("SET application_name = 'rolltap-writer'")
-                await self._conn.commit()
-        return self._conn
-
-    async def _discard_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            await conn.invalidate()
-            await conn.close()
-        except (SQLAlchemyError, OSError) as exc:
-            log.debug("store writer: closing a broken connection: %s", type(exc).__name__)
