@@ -17,9 +17,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from rolltap.errors import StoreError
+from rolltap.store.dberrors import translate_db_error
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.url import mask_url
-from rolltap.store.writer import translate_db_error
 
 __all__ = ["check_sqlite_file", "open_errors", "translate_open_error"]
 
