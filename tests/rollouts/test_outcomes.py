@@ -12,6 +12,7 @@ from rolltap.rollouts import RunResult, Task, evaluate
 from rolltap.rollouts.compare import summarize_run
 from rolltap.rollouts.report import ProgressReporter, render_summary
 from rolltap.rollouts.results import RolloutResult
+from rolltap.rollouts.summary import summarize
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 
@@ -68,3 +69,10 @@ def test_ok_needs_one_success_and_no_failed_commit() -> None:
     assert RunResult("r", [capped], {}).ok
     assert not RunResult("r", [done, unstored], {}).ok
     assert not RunResult("r", [failed], {}).ok
+
+
+def test_the_summary_never_folds_the_run_id() -> None:
+    run_id = "e389b32c35174e1f956fa3c37f79229a"
+    out = io.StringIO()
+    render_summary(Console(file=out, width=40), run_id, summarize([]))
+    assert f"run {run_id}" in out.getvalue().splitlines()

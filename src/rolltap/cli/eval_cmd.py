@@ -96,8 +96,9 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
     if result.interrupted:
         store = f" --store {config.store}" if config.store else ""
         err_console.print(
-            f"interrupted: finish it with  rolltap eval --resume {result.run_id}{store}"
-        )
+            f"interrupted: finish it with  rolltap eval --resume {result.run_id}{store}",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
 
 
 def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[str, Any] | None:

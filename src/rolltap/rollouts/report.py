@@ -141,8 +141,10 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_summary(console: Console, run_id: str, summary: dict[str, Any]) -> None:
-    """A two-column table of the run's summary."""
-    table = Table(title=f"run {run_id}", show_header=False)
+    """The run's id on its own line (never folded: it is copied into commands), then a
+    two-column table of its summary."""
+    console.print(f"run {run_id}", soft_wrap=True, highlight=False)
+    table = Table(show_header=False)
     for name, value in _rows(summary):
         table.add_row(name, value)
     console.print(table)
