@@ -73,6 +73,9 @@ def _limits(raw: dict[str, Any]) -> RolloutLimits:
         if value is None:
             continue
         integral = kind == "an integer"
+        if integral and isinstance(value, float) and value.is_integer():
+            # JSON Schema's integer (the /openapi.json document) includes 1.0
+            value = raw[name] = int(value)
         allowed = int if integral else (int, float)
         if isinstance(value, bool) or not isinstance(value, allowed) or value <= 0:
             raise InvalidRequestError(f"must be {kind} > 0", field=f"limits.{name}")
