@@ -8,6 +8,7 @@ Every admin route needs ``Authorization: Bearer <admin token>``, except
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -119,11 +120,13 @@ async def metrics(request: web.Request) -> web.Response:
     )
 
 
-def add_admin_routes(app: web.Application) -> None:
+def add_admin_routes(app: web.Application, *, endpoints: Sequence[str] = ()) -> None:
+    """The admin routes; ``endpoints`` (the gateway's names) are documented as the
+    values ``POST /rollouts`` takes for ``endpoint``."""
     app.router.add_post("/rollouts", create_rollout)
     app.router.add_get("/rollouts", list_rollouts)
     app.router.add_get("/rollouts/{rollout_id}/events", rollout_events)
     app.router.add_delete("/rollouts/{rollout_id}", delete_rollout)
     app.router.add_get("/stats", stats)
     app.router.add_get("/metrics", metrics)
-    add_openapi_route(app, admin_document())
+    add_openapi_route(app, admin_document(endpoints))

@@ -346,7 +346,7 @@ class Gateway:
         server = GatewayServer(self, admin=admin, max_body_bytes=self.settings.max_body_bytes)
         add_harness_routes(server.app)
         if admin:
-            add_admin_routes(server.app)
+            add_admin_routes(server.app, endpoints=list(self._endpoints))
         try:
             await server.start(self.settings.host, port, self.settings.public_host)
         except OSError as exc:

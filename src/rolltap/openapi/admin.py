@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rolltap.openapi.common import document, errors, json_ok, operation, path_param, text_ok
@@ -14,7 +15,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _POSITIVE_INT = {"type": "integer", "exclusiveMinimum": 0}
-_REGISTER = {
+_REGISTER: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
@@ -75,14 +76,20 @@ _SINCE = {
 }
 
 
-def admin_document() -> dict[str, Any]:
-    """The admin API's OpenAPI 3.1 document."""
+def admin_document(endpoints: Sequence[str] = ()) -> dict[str, Any]:
+    """The admin API's OpenAPI 3.1 document; ``endpoints``: the names ``POST /rollouts``
+    accepts for ``endpoint`` (any string when none are given)."""
+    register = _REGISTER
+    if endpoints:
+        props = {**_REGISTER["properties"],
+                 "endpoint": _nullable({"type": "string", "enum": list(endpoints)})}  # fmt: skip
+        register = {**_REGISTER, "properties": props}
     paths = {
         "/rollouts": {
             "post": operation(
                 "Register a rollout",
                 {"201": json_ok(_REGISTERED, "registered"), **errors(429, 503)},
-                body=_REGISTER,
+                body=register,
             ),
             "get": operation(
                 "List registered rollouts",
