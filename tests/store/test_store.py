@@ -7,7 +7,8 @@ from store.cases_commit import CommitCases
 from store.cases_faults import FaultCases
 from store.cases_forks import ForkCases
 from store.cases_ids import IdCases
+from store.cases_leases import LeaseCases
 
 
-class TestStore(CommitCases, ForkCases, FaultCases, CliCases, IdCases):
+class TestStore(CommitCases, ForkCases, FaultCases, CliCases, IdCases, LeaseCases):
     """Parametrized over the three backends through the ``store_url`` fixture."""
