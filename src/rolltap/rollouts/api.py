@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +30,7 @@ from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import DONE_STATUSES, plan_resume
-from rolltap.store import RunInfo, Store
+from rolltap.store import LeaseKeeper, RunInfo, Store
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
@@ -99,9 +99,15 @@ def _limits(config: LimitsConfig) -> RolloutLimits | None:
     return RolloutLimits(config.max_turns, config.max_tokens, config.timeout_s)
 
 
+def _keeper(store: Store, run_id: str, config: RunConfig) -> LeaseKeeper:
+    """This process owns the run while it runs (a resume takes it over)."""
+    return LeaseKeeper(store, run_id, ttl_s=config.lease_ttl_s, role="eval")
+
+
 async def _run_on(
-    store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context
-) -> list[RolloutResult]:
+    store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context,
+    owner: AsyncExitStack,
+) -> list[RolloutResult]:  # fmt: skip
     recorder = StoreRecorder(store, final_commit=False)
     async with _endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
         local = plan.endpoint is None
@@ -118,6 +124,8 @@ async def _run_on(
             # the run is created only now that everything it needs is up: a failed
             # start leaves no empty run behind
             run_id = work.run_id or (await _create_run(store, config)).id
+            if work.run_id is None:
+                await owner.enter_async_context(_keeper(store, run_id, config))
             ctx.run_id = run_id
             if ctx.hooks.on_plan is not None:
                 ctx.hooks.on_plan(run_id, len(work.items))
@@ -174,15 +182,19 @@ async def execute(
     task_list = None
     if resume_run is None:
         task_list = list(tasks) if tasks is not None else _load(config)
-    async with await Store.open(config.store) as store:
+    # the lease (in ``owner``) is released before the store closes
+    async with await Store.open(config.store) as store, AsyncExitStack() as owner:
         if task_list is not None:
             work = _Work([WorkItem(t, s) for t in task_list for s in range(config.r)])
             earlier = list[RolloutResult]()
         else:
             assert resume_run is not None
+            # take the run over first: what a lost owner left is stored interrupted, and
+            # its late commits are refused, before the plan deletes and reruns them
+            await owner.enter_async_context(_keeper(store, resume_run, config))
             items, earlier = await plan_resume(store, resume_run, config, tasks)
             work = _Work(items, resume_run)
-        results = await _run_on(store, work, config, plan, ctx)
+        results = await _run_on(store, work, config, plan, ctx, owner)
     everything = earlier + results
     summary = summarize(everything, r=config.r)
     return RunResult(ctx.run_id, everything, summary, ctx.interrupted)

@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from rolltap.store.errors import StoreFencedError
+from rolltap.store.errors import StoreFencedError, StoreNotFoundError
 from rolltap.store.models import UNFINISHED_STATUSES
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
-from rolltap.store.schema import leases, sessions
+from rolltap.store.schema import leases, runs, sessions
 
 __all__ = [
     "INTERRUPTED",
@@ -86,6 +86,8 @@ class AcquireLeaseOp(WriteOp):
         self.lease: LeaseInfo | None = None
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
+        if await conn.scalar(select(runs.c.id).where(runs.c.id == self.run_id)) is None:
+            raise StoreNotFoundError(f"no run {self.run_id!r}")
         values: dict[str, Any] = {
             "owner": self.owner, "ttl_s": self.ttl_s, "expires_at": now + self.ttl_s,
             "token": self.token,
