@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from rolltap.cli.store_cmd import register
 from rolltap.store import EventLog, Store
+from rolltap.store.migrate import head_revision
 from rolltap.store.schema import VERSION_TABLE, metadata
 
 
@@ -51,7 +52,7 @@ class CliCases:
             assert result.exit_code == 0, result.output
             return result.output
 
-        assert "revision 0001" in ok("db", "upgrade")
+        assert f"revision {head_revision()}" in ok("db", "upgrade")
         run_id, base_id, fork_id = asyncio.run(_populate(store_url))
         runs = [orjson.loads(line) for line in ok("runs", "list", "--json").splitlines()]
         assert [(r["id"], r["n_sessions"], r["mean_reward"]) for r in runs] == [(run_id, 2, 1.0)]

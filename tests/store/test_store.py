@@ -7,8 +7,11 @@ from store.cases_commit import CommitCases
 from store.cases_faults import FaultCases
 from store.cases_forks import ForkCases
 from store.cases_ids import IdCases
+from store.cases_leases import LeaseCases
 from store.cases_outage import OutageCases
 
 
-class TestStore(CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases):
+class TestStore(
+    CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases, LeaseCases
+):
     """Parametrized over the three backends through the ``store_url`` fixture."""

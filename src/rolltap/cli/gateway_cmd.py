@@ -27,7 +27,7 @@ from rolltap.gateway.observer import RolloutObserver
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.otel import open_tracer, otel_enabled
-from rolltap.store import Store, mask_url
+from rolltap.store import LeaseKeeper, Store, mask_url
 
 __all__ = ["register"]
 
@@ -75,7 +75,8 @@ async def _serve(
             {"endpoint": endpoint.model_dump(mode="json")},
         )
         console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
-        async with StoreRecorder(store, run.id) as recorder:
+        keeper = LeaseKeeper(store, run.id, ttl_s=settings.lease_ttl_s, role="gateway")
+        async with keeper, StoreRecorder(store, run.id) as recorder:
             code = await _run_gateway(endpoint, settings, [recorder], until, tracing, run.id)
     if recorder.failures:
         print_error("store_error", f"{recorder.failures} commit(s) failed: see the warnings above")

@@ -47,6 +47,8 @@ class GatewaySettings(BaseModel):
     body_timeout_s: float = Field(default=30.0, gt=0)
     #: failed authentications a minute from one peer before ``429 auth_rate_limited``
     auth_failures_per_minute: int = Field(default=10, gt=0)
+    #: ``rolltap gateway --store`` leases its run for this long, renewed every 10 s
+    lease_ttl_s: float = Field(default=120.0, gt=0)
 
     @classmethod
     def from_env(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +30,7 @@ from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import DONE_STATUSES, plan_resume
-from rolltap.store import RunInfo, Store, WriterStats
+from rolltap.store import LeaseKeeper, RunInfo, Store, WriterStats
 from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
@@ -139,9 +139,15 @@ def _save_unsaved(runner: Runner, run: RunInfo) -> None:
     ) from err
 
 
+def _keeper(store: Store, run_id: str, config: RunConfig) -> LeaseKeeper:
+    """This process owns the run while it runs (a resume takes it over)."""
+    return LeaseKeeper(store, run_id, ttl_s=config.lease_ttl_s, role="eval")
+
+
 async def _run_on(
-    store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context
-) -> list[RolloutResult]:
+    store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context,
+    owner: AsyncExitStack,
+) -> list[RolloutResult]:  # fmt: skip
     recorder = StoreRecorder(store, final_commit=False)
     async with _endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
         local = plan.endpoint is None
@@ -158,6 +164,8 @@ async def _run_on(
             # the run is created only now that everything it needs is up: a failed
             # start leaves no empty run behind
             run = await _run_of(store, work, config)
+            if work.run_id is None:
+                await owner.enter_async_context(_keeper(store, run.id, config))
             ctx.run_id = run.id
             if ctx.hooks.on_plan is not None:
                 ctx.hooks.on_plan(run.id, len(work.items))
@@ -220,15 +228,22 @@ async def execute(
     if resume_run is None:
         task_list = list(tasks) if tasks is not None else _load(config)
     timeout = config.store_unavailable_timeout_s
-    async with await Store.open(config.store, reconnect_timeout=timeout) as store:
+    # the lease (in ``owner``) is released before the store closes
+    async with (
+        await Store.open(config.store, reconnect_timeout=timeout) as store,
+        AsyncExitStack() as owner,
+    ):
         if task_list is not None:
             work = _Work([WorkItem(t, s) for t in task_list for s in range(config.r)])
             earlier = list[RolloutResult]()
         else:
             assert resume_run is not None
+            # take the run over first: what a lost owner left is stored interrupted, and
+            # its late commits are refused, before the plan deletes and reruns them
+            await owner.enter_async_context(_keeper(store, resume_run, config))
             items, earlier = await plan_resume(store, resume_run, config, tasks)
             work = _Work(items, resume_run)
-        results = await _run_on(store, work, config, plan, ctx)
+        results = await _run_on(store, work, config, plan, ctx, owner)
     everything = earlier + results
     summary = summarize(everything, r=config.r)
     return RunResult(ctx.run_id, everything, summary, ctx.interrupted)

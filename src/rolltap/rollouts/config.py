@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
+from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 
 __all__ = ["LimitsConfig", "RunConfig", "describe_errors", "load_run_config"]
 
@@ -83,6 +84,9 @@ class RunConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
     store: str | None = None
+    #: seconds the run's lease lasts unrenewed (it is renewed every 10 s): past it, a run
+    #: whose process died reads ``interrupted``; longer than a store outage to survive
+    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0)
     #: OpenTelemetry spans (the ``otel`` extra): True/False force them on/off; None: on
     #: when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. ``otel_content`` adds prompts and
     #: completions to the spans.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 
 from rolltap.errors import (
     HarnessNotAllowedError,
@@ -22,7 +23,7 @@ from rolltap.rollouts.rewards import BUILTIN_REWARDS, parse_reward_spec
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.handle import WorkerHandle
 from rolltap.serve.protocol import RolloutSpec
-from rolltap.store import Store, StoreNotFoundError
+from rolltap.store import LeaseKeeper, Store, StoreNotFoundError
 
 __all__ = ["check_batch", "ensure_run", "place"]
 
@@ -95,3 +96,27 @@ async def ensure_run(store: Store, run_id: str, name: str | None, *, given: bool
             pass  # a caller may name a new run: it is created under that id
     name = name or f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}"
     await store.create_run(name, {"source": "rolltap serve"}, run_id=run_id)
+
+
+class RunLeases:
+    """The leases of the runs a supervisor writes, each taken on its first batch and
+    renewed until the supervisor closes (after its workers stopped)."""
+
+    def __init__(self, store: Store, ttl_s: float) -> None:
+        self._store, self._ttl_s = store, ttl_s
+        self._stack = AsyncExitStack()
+        self._held: set[str] = set()
+
+    async def __aenter__(self) -> RunLeases:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    async def own(self, run_id: str) -> None:
+        """Hold ``run_id``'s lease (a caller naming a run another owner left takes it over)."""
+        if run_id in self._held:
+            return
+        keeper = LeaseKeeper(self._store, run_id, ttl_s=self._ttl_s, role="serve")
+        await self._stack.enter_async_context(keeper)
+        self._held.add(run_id)

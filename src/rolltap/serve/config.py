@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
+from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 
 __all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]
 
@@ -90,6 +91,9 @@ class ServeConfig(BaseModel):
     drain_timeout_s: float = Field(default=60.0, ge=0)
     max_rollout_s: float = Field(default=3600.0, gt=0)
     max_batch: int = Field(default=4096, gt=0)
+    #: each batch's run is leased by this supervisor (renewed every 10 s); past this a
+    #: SIGKILLed supervisor's open rollouts read ``interrupted`` (callers resubmit them)
+    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0)
     trim: bool = True
     discard_intercepts: bool = True
     test_hooks: bool = False

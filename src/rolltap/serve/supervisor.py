@@ -25,7 +25,7 @@ from typing import Any
 
 from rolltap.errors import RolloutNotFoundError, ServiceFullError, StoreError
 from rolltap.otel import otel_enabled
-from rolltap.serve.admission import check_batch, ensure_run, place
+from rolltap.serve.admission import RunLeases, check_batch, ensure_run, place
 from rolltap.serve.batches import Batch, Job, RecentResults, new_id
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.desk import StoreDesk
@@ -60,6 +60,7 @@ class Supervisor:
         self._idle.set()
         self._stack = AsyncExitStack()
         self._store: Store | None = None
+        self._leases: RunLeases  # set by start()
         self._fleet: Fleet | None = None
         self._closed = False
 
@@ -84,6 +85,10 @@ class Supervisor:
         """Open the store and start the workers; returns once every worker is ready."""
         try:
             self._store = await self._stack.enter_async_context(await Store.open(self.config.store))
+            # released after the workers stop (the stack unwinds backwards)
+            self._leases = await self._stack.enter_async_context(
+                RunLeases(self._store, self.config.lease_ttl_s)
+            )
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
             desk = StoreDesk(self._store) if self._store.backend == "sqlite" else None
             self._fleet = Fleet(
@@ -152,6 +157,7 @@ class Supervisor:
         self._idle.clear()
         try:
             await ensure_run(self.store, batch.run_id, run_name, given=run_id is not None)
+            await self._leases.own(batch.run_id)
         except BaseException:
             self._withdraw(batch)
             raise

@@ -12,12 +12,15 @@ from rolltap.store.errors import (
     SchemaVersionError,
     StoreClosedError,
     StoreConflictError,
+    StoreFencedError,
     StoreFullError,
     StoreNotFoundError,
     StoreUnavailableError,
     StoreValidationError,
 )
 from rolltap.store.events import FORMAT_VERSION, Event, EventKind, EventLog, LogSnapshot
+from rolltap.store.lease import LeaseInfo
+from rolltap.store.leasing import DEFAULT_LEASE_TTL_S, LeaseKeeper
 from rolltap.store.migrate import upgrade
 from rolltap.store.models import (
     FAILED_STATUSES,
@@ -31,6 +34,7 @@ from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url, resolve_st
 from rolltap.store.writer import InjectedFault, WriterHooks, WriterStats
 
 __all__ = [
+    "DEFAULT_LEASE_TTL_S",
     "DEFAULT_STORE_URL",
     "FAILED_STATUSES",
     "FORMAT_VERSION",
@@ -42,6 +46,8 @@ __all__ = [
     "EventLog",
     "ForkDependencyError",
     "InjectedFault",
+    "LeaseInfo",
+    "LeaseKeeper",
     "LogSnapshot",
     "RunInfo",
     "SchemaVersionError",
@@ -49,6 +55,7 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreConflictError",
+    "StoreFencedError",
     "StoreFullError",
     "StoreNotFoundError",
     "StoreUnavailableError",

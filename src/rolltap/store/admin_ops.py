@@ -13,7 +13,7 @@ from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreV
 from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.reader import exists, fetch_session
-from rolltap.store.schema import events, runs, sessions
+from rolltap.store.schema import events, leases, runs, sessions
 from rolltap.store.serialize import dump_doc
 
 __all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp"]
@@ -221,6 +221,7 @@ class DeleteRunOp(WriteOp):
         await conn.execute(sessions.update().where(mine).values(parent_id=None))
         await conn.execute(events.delete().where(events.c.session_id.in_(inside)))
         self.count = (await conn.execute(sessions.delete().where(mine))).rowcount
+        await conn.execute(leases.delete().where(leases.c.run_id == self.run_id))
         await conn.execute(runs.delete().where(runs.c.id == self.run_id))
         await _recount(conn, others - {self.run_id})
 

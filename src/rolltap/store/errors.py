@@ -14,6 +14,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreClosedError",
     "StoreConflictError",
+    "StoreFencedError",
     "StoreFullError",
     "StoreNotFoundError",
     "StoreUnavailableError",
@@ -43,6 +44,12 @@ class StoreConflictError(StoreError):
     code = "store_conflict"
     status = 409
     type = "invalid_request_error"
+
+
+class StoreFencedError(StoreConflictError):
+    """A write of a run owner that lost its lease: a newer owner (a higher epoch) took over."""
+
+    code = "store_fenced"
 
 
 class ForkDependencyError(StoreConflictError):

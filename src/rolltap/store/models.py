@@ -38,12 +38,13 @@ STATUSES = frozenset(
         "error",
         "cancelled",
         "worker_lost",
+        "interrupted",
     }
 )
 #: statuses of sessions that have not finished
 UNFINISHED_STATUSES = frozenset({"pending", "running"})
 #: statuses counted as failures
-FAILED_STATUSES = frozenset({"failed", "timeout", "error", "worker_lost"})
+FAILED_STATUSES = frozenset({"failed", "timeout", "error", "worker_lost", "interrupted"})
 
 
 def is_finished(status: str) -> bool:
@@ -83,6 +84,9 @@ class RunInfo:
     n_failed: int
     n_rewarded: int
     reward_sum: float
+    #: sessions counted in ``n_finished`` and ``n_failed`` because their owner's lease
+    #: expired (they read as ``interrupted``; the run's next owner stores them so)
+    n_interrupted: int = 0
 
     @property
     def mean_reward(self) -> float | None:
@@ -98,6 +102,7 @@ class RunInfo:
             "n_sessions": self.n_sessions,
             "n_finished": self.n_finished,
             "n_failed": self.n_failed,
+            "n_interrupted": self.n_interrupted,
             "mean_reward": self.mean_reward,
         }
 

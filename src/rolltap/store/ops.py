@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import ForkDependencyError
 from rolltap.store.events import EventLog
+from rolltap.store.fence import check_fences
 from rolltap.store.models import CommitResult, is_failed, is_finished
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import event_rows
@@ -170,9 +171,12 @@ class CommitOp(WriteOp):
         *,
         status: str | None,
         reward: float | None,
+        epoch: int | None = None,
     ) -> None:
         super().__init__()
         self.session_id, self.state, self.log = session_id, state, log
+        #: the lease epoch of the run's owner making this commit (None: not fenced)
+        self.epoch = epoch
         self.snap = snap = log.snapshot(state.prefix)
         # a rewrite reaching below a fork point lowers it: events below stay the parent's
         self.base = min(state.base, snap.changed_from) if snap.replace else state.base
@@ -255,6 +259,7 @@ _SESSION_UPDATE = (
 
 async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: float) -> None:
     """Apply ``ops`` (at most one per session) with one batched statement per table."""
+    await check_fences(conn, ops)
     replaced = [op for op in ops if op.snap.replace]
     if replaced:
         await _check_dependent_forks(conn, replaced)

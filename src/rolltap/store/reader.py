@@ -5,18 +5,20 @@ Reads never go through the writer; they see what is committed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import RowMapping, Table, select
+from sqlalchemy import RowMapping, Select, Table, and_, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rolltap.store.dberrors import translate_db_error
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import Event
-from rolltap.store.models import RunInfo, SessionInfo
-from rolltap.store.schema import events, runs, sessions
+from rolltap.store.lease import effective_status, status_filter
+from rolltap.store.models import UNFINISHED_STATUSES, RunInfo, SessionInfo
+from rolltap.store.schema import events, leases, runs, sessions
 from rolltap.store.serialize import load_doc, row_event
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "reading",
     "run_info",
     "session_info",
+    "with_lease",
 ]
 
 #: (seq, kind, ts, payload bytes)
@@ -47,27 +50,35 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         raise translate_db_error(exc) from exc
 
 
-def run_info(m: RowMapping) -> RunInfo:
+def run_info(m: RowMapping, interrupted: int = 0) -> RunInfo:
+    """A run from its row; ``interrupted`` sessions (read so, not yet stored so) are counted
+    as finished and failed."""
     return RunInfo(
         id=m["id"],
         name=m["name"],
         config=load_doc(m["config"]),
         created_at=m["created_at"],
         n_sessions=m["n_sessions"],
-        n_finished=m["n_finished"],
-        n_failed=m["n_failed"],
+        n_finished=m["n_finished"] + interrupted,
+        n_failed=m["n_failed"] + interrupted,
         n_rewarded=m["n_rewarded"],
         reward_sum=m["reward_sum"],
+        n_interrupted=interrupted,
     )
 
 
-def session_info(m: RowMapping) -> SessionInfo:
+def session_info(m: RowMapping, now: float | None = None) -> SessionInfo:
+    """A session from its row; with ``now`` and the run's lease expiry joined in (see
+    :func:`with_lease`), an unfinished session of an expired lease reads as interrupted."""
+    status = m["status"]
+    if now is not None:
+        status = effective_status(status, m["lease_expires_at"], now)
     return SessionInfo(
         id=m["id"],
         run_id=m["run_id"],
         user=m["user_name"],
         task=load_doc(m["task"]),
-        status=m["status"],
+        status=status,
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         n_events=m["n_events"],
@@ -82,24 +93,53 @@ async def exists(conn: AsyncConnection, table: Table, key: str) -> bool:
     return (await conn.scalar(select(table.c.id).where(table.c.id == key))) is not None
 
 
+def with_lease() -> Select[tuple[object, ...]]:
+    """Sessions with their run's lease expiry (``lease_expires_at``, None without a lease)."""
+    joined = sessions.outerjoin(leases, leases.c.run_id == sessions.c.run_id)
+    return select(sessions, leases.c.expires_at.label("lease_expires_at")).select_from(joined)
+
+
+async def _interrupted(conn: AsyncConnection, run_ids: list[str], now: float) -> dict[str, int]:
+    """Per run: its unfinished sessions whose run's lease expired."""
+    query = (
+        select(sessions.c.run_id, func.count())
+        .join(leases, leases.c.run_id == sessions.c.run_id)
+        .where(
+            and_(
+                sessions.c.run_id.in_(run_ids),
+                sessions.c.status.in_(sorted(UNFINISHED_STATUSES)),
+                leases.c.expires_at < now,
+            )
+        )
+        .group_by(sessions.c.run_id)
+    )
+    return {run_id: int(n) for run_id, n in (await conn.execute(query)).all()}
+
+
 async def fetch_run(conn: AsyncConnection, run_id: str) -> RunInfo:
     row = (await conn.execute(select(runs).where(runs.c.id == run_id))).mappings().first()
     if row is None:
         raise StoreNotFoundError(f"no run {run_id!r}")
-    return run_info(row)
+    counts = await _interrupted(conn, [run_id], time.time())
+    return run_info(row, counts.get(run_id, 0))
 
 
-async def fetch_session(conn: AsyncConnection, session_id: str) -> SessionInfo:
-    query = select(sessions).where(sessions.c.id == session_id)
+async def fetch_session(
+    conn: AsyncConnection, session_id: str, *, stored: bool = False
+) -> SessionInfo:
+    """One session as readers see it; ``stored``: with the status its row holds (writers)."""
+    query = with_lease().where(sessions.c.id == session_id)
     row = (await conn.execute(query)).mappings().first()
     if row is None:
         raise StoreNotFoundError(f"no session {session_id!r}")
-    return session_info(row)
+    return session_info(row, None if stored else time.time())
 
 
 async def list_runs(conn: AsyncConnection) -> list[RunInfo]:
-    rows = await conn.execute(select(runs).order_by(runs.c.created_at, runs.c.id))
-    return [run_info(row) for row in rows.mappings()]
+    rows = (await conn.execute(select(runs).order_by(runs.c.created_at, runs.c.id))).mappings()
+    found = list(rows)
+    counts = await _interrupted(conn, [row["id"] for row in found], time.time()) if found else {}
+    return [run_info(row, counts.get(row["id"], 0)) for row in found]
 
 
 async def list_sessions(
@@ -111,18 +151,19 @@ async def list_sessions(
     limit: int | None = None,
 ) -> list[SessionInfo]:
     """Sessions by creation time (or by id when paging with ``after``)."""
-    query = select(sessions)
+    now = time.time()
+    query = with_lease()
     if run is not None:
         query = query.where(sessions.c.run_id == run)
     if status is not None:
-        query = query.where(sessions.c.status == status)
+        query = query.where(status_filter(status, now))
     if after is not None:
         query = query.where(sessions.c.id > after).order_by(sessions.c.id)
     else:
         query = query.order_by(sessions.c.created_at, sessions.c.id)
     if limit is not None:
         query = query.limit(limit)
-    return [session_info(row) for row in (await conn.execute(query)).mappings()]
+    return [session_info(row, now) for row in (await conn.execute(query)).mappings()]
 
 
 async def _segments(conn: AsyncConnection, session: SessionInfo) -> list[tuple[str, int, int]]:

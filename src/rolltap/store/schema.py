@@ -5,7 +5,7 @@ JSON documents of runs and sessions are text (LONGTEXT on MySQL). Timestamps are
 seconds as DOUBLE. The migrations in ``rolltap/store/migrations`` create exactly this.
 
 >>> sorted(metadata.tables)
-['rolltap_events', 'rolltap_runs', 'rolltap_sessions']
+['rolltap_events', 'rolltap_leases', 'rolltap_runs', 'rolltap_sessions']
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
-__all__ = ["ID_LENGTH", "VERSION_TABLE", "events", "metadata", "runs", "sessions"]
+__all__ = ["ID_LENGTH", "VERSION_TABLE", "events", "leases", "metadata", "runs", "sessions"]
 
 #: the longest run or session id
 ID_LENGTH = 64
@@ -92,5 +92,19 @@ events = Table(
     Column("ts", Double, nullable=False),
     Column("payload", BLOB, nullable=False),
     PrimaryKeyConstraint("session_id", "seq"),
+    **TABLE_OPTIONS,
+)
+
+#: the owner of a run: whoever renews ``expires_at`` in time; ``epoch`` grows by one
+#: each time a new owner takes the run over, and fences the commits of older ones
+leases = Table(
+    "rolltap_leases",
+    metadata,
+    Column("run_id", String(ID_LENGTH), ForeignKey("rolltap_runs.id"), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("ttl_s", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Column("token", String(32), nullable=False),
     **TABLE_OPTIONS,
 )

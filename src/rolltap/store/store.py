@@ -29,6 +29,7 @@ from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import EventLog
 from rolltap.store.importing import merge_session
+from rolltap.store.leasing import StoreLeases
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
 from rolltap.store.opening import check_sqlite_file
@@ -47,7 +48,7 @@ from rolltap.store.writer import Writer, WriterHooks, WriterStats
 __all__ = ["Store"]
 
 
-class Store(StoreReads):
+class Store(StoreReads, StoreLeases):
     """Runs, sessions and event logs in SQLite, PostgreSQL or MySQL/MariaDB.
 
     Open with ``async with await Store.open(url) as store:``. Every write goes through
@@ -59,6 +60,7 @@ class Store(StoreReads):
     def __init__(self, engine: AsyncEngine, writer: Writer) -> None:
         self._engine, self._writer = engine, writer
         self._states: dict[str, SessionState] = {}
+        self._epochs: dict[str, int] = {}
         self._closed = False
 
     @classmethod
@@ -221,7 +223,8 @@ class Store(StoreReads):
                 await asyncio.wait([state.inflight])
             if not state.loaded:
                 await self._load(session_id)
-            op = CommitOp(session_id, state, log, status=status, reward=reward)
+            epoch = self._epochs.get(state.run_id)
+            op = CommitOp(session_id, state, log, status=status, reward=reward, epoch=epoch)
             if op.noop:
                 return CommitResult(session_id, len(log), 0, replaced=False, noop=True)
             future = await self._writer.submit(op)
@@ -231,7 +234,8 @@ class Store(StoreReads):
 
     async def _load(self, session_id: str) -> None:
         try:
-            info = await self.get_session(session_id)
+            async with reader.reading(self._engine) as conn:
+                info = await reader.fetch_session(conn, session_id, stored=True)
         except StoreNotFoundError:
             self._states.pop(session_id, None)
             raise
