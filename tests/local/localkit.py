@@ -56,17 +56,16 @@ def wait_gone(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
-def read_fifo(fifo: Path, proc: subprocess.Popen[Any], timeout: float = 50) -> str:
+def read_fifo(fifo: Path, proc: subprocess.Popen[Any] | int, timeout: float = 50) -> str:
     """What a writer puts in ``fifo`` (one write, then it closes it), failing at once if
-    ``proc`` exits first: its exit ends the wait as the write would."""
+    ``proc`` (a child, or any pid) exits first: its exit ends the wait as the write would."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # no writer yet: returns at once
-    exited = os.pidfd_open(proc.pid)
+    exited = os.pidfd_open(proc if isinstance(proc, int) else proc.pid)
     try:
         # Linux reports a FIFO readable only once a writer has written (or come and gone)
         ready, _, _ = select.select([fd, exited], [], [], timeout)
         if fd not in ready:
-            code = proc.poll()
-            raise AssertionError(f"no write to {fifo}: the process exited with {code}")
+            raise AssertionError(f"no write to {fifo}: its writer's process exited first")
         with os.fdopen(os.dup(fd), "rb", buffering=0) as reader:
             chunks: list[bytes] = []
             while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from local.localkit import read_fifo, wait_gone
 from rolltap.proc.memory import Trimmer, readings
-from rolltap.serve import ServeClient
+from rolltap.serve import RolloutSpec, ServeClient
 from rolltap.serve.fleet import Fleet
 from rolltap.sim import Simulator
 from rolltap.store import Store
@@ -125,3 +127,25 @@ async def test_heartbeats_report_stats_and_trims_off_the_loop(
     assert (stats["inflight"], stats["intercepts"]) == (0, 0)
     assert stats["pool"]["max_clients"] == 64
     assert stats["loop_lag_ms"] >= 0
+
+
+async def test_a_killed_workers_cmd_harness_dies_with_it(
+    start_service: ServiceFactory, tmp_path: Path
+) -> None:
+    """``kill -9`` of a worker mid-rollout: its ``--cmd`` shell and what the shell started
+    are gone too (their pids come through a FIFO), and the rollout ends ``worker_lost``."""
+    fifo = tmp_path / "pids"
+    os.mkfifo(fifo)
+    service = await start_service(workers=1)
+    (worker,) = service.supervisor.fleet.ready()
+    assert worker.pid is not None
+    spec = RolloutSpec(task={"id": "t", "prompt": "hi"},
+                       cmd=f"sleep 300 & echo $$ $! > {fifo}; wait")  # fmt: skip
+    async with ServeClient(service.url, TOKEN) as client, asyncio.TaskGroup() as group:
+        result = group.create_task(client.submit(spec))
+        pids = await asyncio.to_thread(read_fifo, fifo, worker.pid)
+        shell, grandchild = (int(pid) for pid in pids.split())
+        os.kill(worker.pid, signal.SIGKILL)
+    assert result.result().status == "worker_lost"
+    assert await asyncio.to_thread(wait_gone, shell, 10)
+    assert await asyncio.to_thread(wait_gone, grandchild, 10)
