@@ -37,7 +37,7 @@ from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.tokens import renderer_config
-from rolltap.pool import ModelClientPool
+from rolltap.pool import Lease, ModelClientPool
 from rolltap.proc.memory import Trimmer
 from rolltap.tokens import RendererRegistry
 
@@ -209,43 +209,39 @@ class Gateway:
         if session_id in self._sessions:
             raise SessionExistsError(f"a live rollout records to session {session_id!r}")
         self._sessions.add(session_id)  # held from here: two registrations cannot share it
-
-        async def build() -> RelayClient:
-            return RelayClient(ep, credential)
-
+        lease: Lease[RelayClient] | None = None
         try:
-            key = ep.identity(credential=credential, user=user)
-            lease = await self.pool.borrow(key, build, holder=rollout_id)
-        except BaseException:
-            self._sessions.discard(session_id)
-            raise
-        try:
-            async with self._place_lock:
-                server = await self._choose_server()
+            lease = await self._borrow(ep, credential, user, rollout_id)
+            async with self._place_lock:  # choose and place together: least-loaded holds
                 rollout = Rollout(
-                    id=rollout_id,
-                    secret=new_secret(),
-                    endpoint=ep,
-                    lease=lease,
-                    server=server,
-                    session_id=session_id,
-                    user=user,
-                    metadata=dict(metadata or {}),
-                    limits=limits or RolloutLimits(),
-                    sampling=dict(sampling or {}),
-                    limiter=self._limiters.get(ep.name),
-                )
-                server.place(rollout)
+                    id=rollout_id, secret=new_secret(), endpoint=ep, lease=lease,
+                    server=await self._choose_server(), session_id=session_id, user=user,
+                    metadata=dict(metadata or {}), limits=limits or RolloutLimits(),
+                    sampling=dict(sampling or {}), limiter=self._limiters.get(ep.name),
+                )  # fmt: skip
+                rollout.server.place(rollout)
             await self._admit(rollout)
         except BaseException:
             self._sessions.discard(session_id)
-            lease.release()
+            if lease is not None:
+                lease.release()
             raise
         self._rollouts[rollout_id] = rollout
         self.stats.rollouts_registered += 1
         for observer in self.observers:
             observer.rollout_registered(rollout)
         return rollout
+
+    async def _borrow(
+        self, ep: EndpointConfig, credential: str | None, user: str | None, holder: str
+    ) -> Lease[RelayClient]:
+        """The model client for this identity, from the pool (shared, or built once)."""
+
+        async def build() -> RelayClient:
+            return RelayClient(ep, credential)
+
+        key = ep.identity(credential=credential, user=user)
+        return await self.pool.borrow(key, build, holder=holder)
 
     async def _admit(self, rollout: Rollout) -> None:
         try:
