@@ -39,8 +39,10 @@ def _replaced(index: int, old_pid: int | None) -> Callable[[Fleet], bool]:
 
 
 async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
-    start_service: ServiceFactory, sim: Simulator, serve_store: str
+    serve_store: str, start_service: ServiceFactory, sim: Simulator
 ) -> None:
+    # serve_store first: set up before the service and so dropped only after it closed
+    # (closing releases the run's lease, a write to that database)
     async with await Store.open(serve_store, upgrade=True):
         pass  # a server database gets its schema, as `rolltap db upgrade` would
     service = await start_service(store=serve_store)
