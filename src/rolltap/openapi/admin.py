@@ -125,9 +125,6 @@ def admin_document(endpoints: Sequence[str] = ()) -> dict[str, Any]:
                 auth=False,
             )
         },
-        "/openapi.json": {
-            "get": operation("This document", {"200": json_ok({"type": "object"})}, auth=False)
-        },
     }  # fmt: skip
     return document(
         "rolltap gateway admin API",

@@ -101,11 +101,13 @@ def path_param(name: str) -> dict[str, Any]:
 def document(
     title: str, description: str, paths: dict[str, Any], schemas: dict[str, Schema]
 ) -> dict[str, Any]:
-    """A whole OpenAPI 3.1 document."""
+    """A whole OpenAPI 3.1 document; it describes its own route, ``GET /openapi.json``
+    (served by :func:`add_openapi_route` without a token)."""
+    own = {"get": operation("This document", {"200": json_ok({"type": "object"})}, auth=False)}
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": "1", "description": description},
-        "paths": paths,
+        "paths": {**paths, "/openapi.json": own},
         "components": {
             "schemas": {"Error": ERROR, **schemas},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

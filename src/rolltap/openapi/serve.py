@@ -89,9 +89,6 @@ def serve_document(submit: type[BaseModel]) -> dict[str, Any]:
                 auth=False,
             )
         },
-        "/openapi.json": {
-            "get": operation("This document", {"200": json_ok({"type": "object"})}, auth=False)
-        },
     }  # fmt: skip
     return document(
         "rolltap serve API",
