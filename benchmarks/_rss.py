@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-__all__ = ["OUT", "Sampler", "Series", "plot_series", "slope"]
+__all__ = ["OUT", "Churn", "Sampler", "Series", "measure_churn", "plot_series", "slope"]
 
 OUT = Path(__file__).parent / "out"
 MB = 1024 * 1024
@@ -103,3 +104,38 @@ def plot_series(series: Sequence[Series], path: Path, title: str) -> None:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     print(f"\nplot: {path}")
+
+
+@dataclass
+class Churn:
+    """RSS (MB) of one process across waves: after the warm-up, and each wave's peak and
+    resting level (read after ``rest`` seconds idle, the trims' cadence)."""
+
+    baseline: float = 0.0
+    wave_peaks: list[float] = field(default_factory=list)
+    resting: list[float] = field(default_factory=list)
+
+
+async def measure_churn(
+    sampler: Sampler,
+    warm_up: Callable[[], Awaitable[None]],
+    wave: Callable[[], Awaitable[None]],
+    *,
+    waves: int,
+    rest: float,
+    label: str,
+) -> Churn:
+    """Run ``warm_up`` then ``waves`` × ``wave`` while ``sampler`` samples; the readings."""
+    out = Churn()
+    await warm_up()
+    await asyncio.sleep(rest)  # idle for the trims: nothing to wait on but time
+    out.baseline = sampler.series.recent(1.0) / MB
+    for index in range(waves):
+        start = sampler.now()
+        await wave()
+        await asyncio.sleep(rest)
+        out.wave_peaks.append(max(sampler.series.since(start)) / MB)
+        out.resting.append(sampler.series.recent(1.0) / MB)
+        print(f"  {label}: wave {index + 1}: peak {out.wave_peaks[-1]:.0f} MB, "
+              f"resting {out.resting[-1]:.0f} MB", flush=True)  # fmt: skip
+    return out

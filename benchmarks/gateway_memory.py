@@ -26,7 +26,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 from _procs import free_port, rolltap_process, running
-from _rss import MB, OUT, Sampler, Series, plot_series, slope
+from _rss import OUT, Sampler, Series, measure_churn, plot_series, slope
 
 AGENT = Path(__file__).parent / "_screenshot_agent.py"
 GOALS = {"peak": 275.0, "ratio": 1.3}
@@ -74,17 +74,12 @@ async def run_variant(label: str, trim_s: float, sim: str, args: argparse.Namesp
     out = Outcome(label)
     with running(command, admin + "/health", env=env) as gateway:
         with Sampler(gateway.pid, label) as sampler:
-            await _wave(admin, 1, 2, args.kb, tmp)
-            await asyncio.sleep(rest)  # the trims' cadence: nothing to wait on but time
-            out.baseline = sampler.series.recent(1.0) / MB
-            for wave in range(args.waves):
-                start = sampler.now()
-                await _wave(admin, args.concurrency, args.turns, args.kb, tmp)
-                await asyncio.sleep(rest)
-                out.wave_peaks.append(max(sampler.series.since(start)) / MB)
-                out.resting.append(sampler.series.recent(1.0) / MB)
-                print(f"  {label}: wave {wave + 1}: peak {out.wave_peaks[-1]:.0f} MB, "
-                      f"resting {out.resting[-1]:.0f} MB", flush=True)  # fmt: skip
+            churn = await measure_churn(
+                sampler, lambda: _wave(admin, 1, 2, args.kb, tmp),
+                lambda: _wave(admin, args.concurrency, args.turns, args.kb, tmp),
+                waves=args.waves, rest=rest, label=label,
+            )  # fmt: skip
+        out.baseline, out.wave_peaks, out.resting = churn.baseline, churn.wave_peaks, churn.resting
         out.series = sampler.series
     return out
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _procs import free_port, rolltap_process
-from _rss import MB, OUT, Sampler, Series, plot_series, slope
+from _rss import OUT, Sampler, Series, measure_churn, plot_series, slope
 
 from rolltap.config import EndpointConfig
 from rolltap.serve import RolloutSpec, ServeClient, ServeConfig, Service
@@ -72,17 +72,12 @@ async def run_variant(
         pid = service.supervisor.fleet.ready()[0].pid
         assert pid is not None
         with Sampler(pid, label) as sampler:
-            await _wave(client, argparse.Namespace(**{**vars(args), "concurrency": 1}), 2)
-            await asyncio.sleep(rest)
-            out.baseline = sampler.series.recent(1.0) / MB
-            for wave in range(args.waves):
-                start = sampler.now()
-                await _wave(client, args, args.turns)
-                await asyncio.sleep(rest)
-                out.wave_peaks.append(max(sampler.series.since(start)) / MB)
-                out.resting.append(sampler.series.recent(1.0) / MB)
-                print(f"  {label}: wave {wave + 1}: peak {out.wave_peaks[-1]:.0f} MB, "
-                      f"resting {out.resting[-1]:.0f} MB", flush=True)  # fmt: skip
+            one = argparse.Namespace(**{**vars(args), "concurrency": 1})
+            churn = await measure_churn(
+                sampler, lambda: _wave(client, one, 2), lambda: _wave(client, args, args.turns),
+                waves=args.waves, rest=rest, label=label,
+            )  # fmt: skip
+        out.baseline, out.wave_peaks, out.resting = churn.baseline, churn.wave_peaks, churn.resting
         out.series = sampler.series
     out.peak = max(out.wave_peaks)
     return out
