@@ -57,10 +57,12 @@ def rolltap(*args: str, block: tuple[str, ...] = (), cwd: Path | None = None) ->
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
-async def arolltap(*args: str, block: tuple[str, ...] = ()) -> Outcome:
+async def arolltap(
+    *args: str, block: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Outcome:
     """:func:`rolltap` without blocking the loop (for a simulator served by this test)."""
     proc = await asyncio.create_subprocess_exec(
-        *argv(*args, block=block), env=cli_env(),
+        *argv(*args, block=block), env=cli_env(**(env or {})),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()

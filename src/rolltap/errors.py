@@ -25,6 +25,7 @@ __all__ = [
     "GatewayClosedError",
     "HarnessDisconnectedError",
     "HarnessNotAllowedError",
+    "IdempotencyKeyReusedError",
     "InvalidRequestError",
     "LimitReachedError",
     "MalformedJSONError",
@@ -211,6 +212,14 @@ class HarnessDisconnectedError(RolltapError):
 
     code = "harness_disconnected"
     status = 499
+    type = "invalid_request_error"
+
+
+class IdempotencyKeyReusedError(RolltapError):
+    """A call reused a rollout's ``Idempotency-Key`` with a different request body."""
+
+    code = "idempotency_key_reused"
+    status = 422
     type = "invalid_request_error"
 
 

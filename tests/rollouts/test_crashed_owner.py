@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from clikit import argv, cli_env
+from clikit import argv, arolltap, cli_env
 from rolltap.sim import Simulator
 from rolltap.store import SessionInfo, Store
 
@@ -82,6 +82,10 @@ async def test_kill_9_of_eval_then_resume_reruns_exactly_the_interrupted(
     async with await Store.open(url) as store:
         run = await store.get_run(run_id)
     assert (run.n_interrupted, run.n_finished, run.n_failed) == (HELD, HELD + FREE, HELD)
+    listed = await arolltap("runs", "list", "--store", url, env={"COLUMNS": "200"})
+    header, _, row = listed.stdout.splitlines()[:3]
+    at = header.index("interrupted")  # the column is as wide as its header
+    assert row[at : at + len("interrupted")].strip() == str(HELD), listed.output
 
     sim.gate("crash").open()
     resumed = await _eval("--resume", run_id, "--store", url)

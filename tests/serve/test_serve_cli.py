@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clikit import cli_env
+from local.localkit import wait_gone
 from rolltap.errors import ServiceDrainingError
 from rolltap.serve import ServeClient
 from rolltap.sim import Simulator
@@ -87,3 +89,73 @@ async def test_a_drain_that_times_out_exits_1(sim: Simulator, tmp_path: Path) ->
     assert [r.status for r in results] == ["cancelled"]
     assert "error [drain_timeout]" in out.decode()
     assert "Traceback" not in out.decode()
+
+
+async def _serve_url(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    match = re.search(r"(http://\S+)", await read_until(proc.stdout, "rolltap serve: http"))
+    assert match
+    return match.group(1)
+
+
+async def _read_as(url: str, run_id: str, status: str, count: int) -> list[str]:
+    """Poll the store (as `sessions list` does) until ``count`` sessions read ``status``."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        async with await Store.open(url) as store:
+            found = [s.id for s in await store.list_sessions(run=run_id) if s.status == status]
+        if len(found) == count or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.2)
+
+
+async def test_kill_9_of_the_supervisor_then_callers_resubmit(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    config = tmp_path / "serve.toml"
+    config.write_text("[serve]\nlease_ttl_s = 1.0\n")
+    proc = await _serve(sim, url, "--config", str(config), "--workers", "2")
+    try:
+        async with ServeClient(await _serve_url(proc), TOKEN) as client:
+            held = [gated_spec(f"t{i}", "crash") for i in range(3)]
+            async with client.batch(held) as batch:
+                await sim.wait_for(lambda stats: stats.in_flight == 3)
+                workers = [w["pid"] for w in (await client.status())["workers"]]
+                os.kill(proc.pid, signal.SIGKILL)
+                await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    # the workers and their rollouts die with the supervisor (the watchdog)
+    assert all([await asyncio.to_thread(wait_gone, pid, 30) for pid in workers]), workers
+    interrupted = await _read_as(url, batch.run_id, "interrupted", 3)
+    assert sorted(interrupted) == sorted(batch.rollouts)
+
+    # a new service; the caller resubmits the interrupted rollouts into the same run
+    again = await _serve(sim, url, "--config", str(config))
+    try:
+        async with ServeClient(await _serve_url(again), TOKEN) as client:
+            specs = [chat_spec(f"t{i}") for i in range(3)]
+            results = [r async for r in client.submit_batch(specs, run_id=batch.run_id)]
+        again.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(again.communicate(), 60)
+    finally:
+        if again.returncode is None:
+            again.kill()
+            await again.wait()
+    assert again.returncode == 0
+    assert sorted((r.task_id, r.status) for r in results) == [
+        (f"t{i}", "completed") for i in range(3)
+    ]
+    async with await Store.open(url) as store:
+        stored = {s.id: s.status for s in await store.list_sessions(run=batch.run_id)}
+        run = await store.get_run(batch.run_id)
+    # the takeover stored the lost ones interrupted; nothing was stored twice
+    assert stored == {
+        **{rid: "interrupted" for rid in batch.rollouts},
+        **{r.id: "completed" for r in results},
+    }
+    assert (run.n_sessions, run.n_interrupted) == (6, 3)

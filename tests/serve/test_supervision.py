@@ -16,7 +16,7 @@ from rolltap.proc.memory import Trimmer, readings
 from rolltap.serve import RolloutSpec, ServeClient
 from rolltap.serve.fleet import Fleet
 from rolltap.sim import Simulator
-from rolltap.store import Store
+from rolltap.store import Store, StoreFencedError
 from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec
 from store.conftest import fresh_database
 
@@ -151,3 +151,32 @@ async def test_a_killed_workers_cmd_harness_dies_with_it(
     assert result.result().status == "worker_lost"
     assert await asyncio.to_thread(wait_gone, shell, 10)
     assert await asyncio.to_thread(wait_gone, grandchild, 10)
+
+
+async def test_a_run_taken_over_refuses_the_services_writes(
+    serve_store: str, start_service: ServiceFactory, sim: Simulator
+) -> None:
+    # on a server database each worker writes itself, fenced by its supervisor's epoch;
+    # on SQLite the supervisor writes: either way a newer owner's takeover stops them
+    async with await Store.open(serve_store, upgrade=True):
+        pass
+    service = await start_service(store=serve_store)
+    client = ServeClient(service.url, TOKEN)
+    async with client, client.batch([gated_spec(f"t{i}", "hold") for i in range(2)]) as batch:
+        await sim.wait_for(lambda stats: stats.in_flight == 2)
+        async with await Store.open(serve_store) as other:
+            lease = await other.acquire_lease(batch.run_id, owner="other", ttl_s=60.0)
+            assert lease.epoch == 2 and lease.interrupted == 2
+            sim.gate("hold").open()
+            results = [r async for r in batch]
+            async with await Store.open(serve_store) as stale:
+                stale.hold_epoch(batch.run_id, lease.epoch - 1)
+                with pytest.raises(StoreFencedError):
+                    await stale.create_session(batch.run_id, session_id="late")
+            assert (await other.create_session(batch.run_id)).status == "pending"
+    assert {r.error_code for r in results} == {"store_fenced"}, results
+    async with await Store.open(serve_store) as store:
+        for result in results:
+            # the takeover stored them interrupted; the old owner's final commit never landed
+            assert (await store.get_session(result.id)).status == "interrupted"
+            assert "status" not in [e.kind for e in await store.events(result.id)]

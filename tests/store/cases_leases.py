@@ -95,7 +95,7 @@ class LeaseCases:
             assert (new.epoch, new.interrupted) == (old.epoch + 1, 1)
             assert await _stored_status(store, sid) == "interrupted"
             info = await other.get_run(run.id)
-            assert (info.n_interrupted, info.n_finished, info.n_failed) == (0, 1, 1)
+            assert (info.n_interrupted, info.n_finished, info.n_failed) == (1, 1, 1)
             extend(log, 2)
             with pytest.raises(StoreFencedError):
                 await store.commit(sid, log, status="completed", reward=1.0)

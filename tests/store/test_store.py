@@ -11,7 +11,5 @@ from store.cases_leases import LeaseCases
 from store.cases_outage import OutageCases
 
 
-class TestStore(
-    CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases, LeaseCases
-):
+class TestStore(CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases, LeaseCases):
     """Parametrized over the three backends through the ``store_url`` fixture."""

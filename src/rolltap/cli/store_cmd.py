@@ -230,7 +230,8 @@ def runs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
 
 _RUN_COLUMNS = (
     Column("run", ident=True), Column("name", drop=2), Column("sessions", drop=4),
-    Column("finished", drop=5), Column("failed", drop=3), Column("mean reward", drop=1),
+    Column("finished", drop=5), Column("failed", drop=3), Column("interrupted", drop=7),
+    Column("mean reward", drop=1),
     Column("created", drop=6),
 )  # fmt: skip
 
@@ -238,7 +239,7 @@ _RUN_COLUMNS = (
 def _print_runs(items: list[RunInfo]) -> None:
     rows = [
         [r.id, r.name or "", str(r.n_sessions), str(r.n_finished), str(r.n_failed),
-         _reward(r.mean_reward), _when(r.created_at)]
+         str(r.n_interrupted), _reward(r.mean_reward), _when(r.created_at)]
         for r in items
     ]  # fmt: skip
     console.print(fitted_table(console, _RUN_COLUMNS, rows))

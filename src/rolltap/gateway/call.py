@@ -28,8 +28,9 @@ from rolltap.errors import (
     UpstreamStatusError,
     http_status_of,
 )
-from rolltap.gateway.folding import summarize_canonical
+from rolltap.gateway.folding import events_of, summarize_canonical
 from rolltap.gateway.recording import summarize_body
+from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome, replayed_fields
 from rolltap.gateway.rewrite import CONVERSATION_KEYS, apply_rewrites, conversation_of
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
@@ -89,15 +90,21 @@ class ModelCall:
     """State of one intercepted model call."""
 
     __slots__ = (
-        "body", "frames", "harness", "harness_usage", "intercept", "keepalive_s", "request",
-        "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
+        "answered", "body", "frames", "harness", "harness_usage", "intercept", "keepalive_s",
+        "lookup", "outcome", "request", "response", "rollout", "stats", "stream", "t_first",
+        "t_headers", "upstream",
     )  # fmt: skip
 
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
+        lookup: Lookup = NOT_A_RETRY,
     ) -> None:  # fmt: skip
         self.request, self.rollout, self.intercept = request, rollout, intercept
+        #: whether this call is an SDK retry, of which call, with an answer to replay
+        self.lookup, self.outcome = lookup, Outcome(intercept.id)
+        #: the ``model_response`` payload, once the upstream's answer is recorded
+        self.answered: dict[str, Any] | None = None
         self.harness, self.upstream = harness, get_dialect(rollout.endpoint.dialect)
         self.body, self.stats, self.keepalive_s = body, stats, keepalive_s
         self.stream = bool(body.get("stream"))
@@ -148,15 +155,26 @@ class ModelCall:
                 "messages": conversation[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
                 "rewrites": rewrites,
+                **self._retry_fields(),
                 **extra,
             },
         )
+
+    def _retry_fields(self) -> dict[str, Any]:
+        lookup, out = self.lookup, dict[str, Any]()
+        if lookup.retry_count:
+            out["retry_count"] = lookup.retry_count
+        if lookup.retry_of is not None:
+            out["retry_of"] = lookup.retry_of
+        return out
 
     @property
     def upstream_name(self) -> str:
         return self.upstream.name
 
     async def run(self) -> web.StreamResponse:
+        if self.lookup.replay is not None:
+            return await self._replay(self.lookup.replay)
         self.rollout.admit_call()
         data = self.record_request()
         limiter = self.rollout.limiter
@@ -175,7 +193,7 @@ class ModelCall:
                 return await self._relay_stream(up)
             return await self._relay_body(up)
 
-    async def _relay_body(self, up: UpstreamResponse) -> web.Response:
+    async def _relay_body(self, up: UpstreamResponse) -> web.StreamResponse:
         raw = await up.read()
         self.t_first = time.perf_counter()
         try:
@@ -193,10 +211,70 @@ class ModelCall:
         else:
             summary = summarize_canonical(self.upstream.response_to_canonical(parsed))
         self._record_response(up.status, {"body": parsed, **summary})
-        return web.Response(
-            body=raw, status=up.status, headers=relayed_headers(up.headers),
-            content_type="application/json",
+        return await self.deliver_body(raw, up.status, relayed_headers(up.headers))
+
+    async def deliver_body(
+        self, body: bytes, status: int, headers: Mapping[str, str]
+    ) -> web.StreamResponse:
+        """Write a whole JSON answer here, not after the handler returns, so that a harness
+        gone by then is noticed (its answer is kept for the SDK's retry)."""
+        resp = web.Response(
+            body=body, status=status, headers=headers, content_type="application/json"
+        )
+        await resp.prepare(self.request)
+        await resp.write_eof()
+        self.outcome.delivered = True
+        return resp
+
+    async def deliver_events(self, status: int, headers: dict[str, str], answer: Any) -> None:
+        """Render a complete canonical answer as the harness's event stream and end it."""
+        if self.response is None or self.frames is None:
+            await self.open_stream(status, headers)
+        frames, response = self.frames, self.response
+        assert frames is not None
+        assert response is not None
+        await response.write(b"".join(frames.render(e) for e in events_of(answer)))
+        await response.write_eof()
+        self.outcome.delivered = True
+
+    async def _replay(self, answer: Answer) -> web.StreamResponse:
+        """Answer an SDK retry from the answer its original call could not deliver: the
+        upstream is not called again, and the event carries no second token record."""
+        self.log_request([])
+        self.t_headers = self.t_first = time.perf_counter()
+        self.rollout.log.append(
+            EventKind.MODEL_RESPONSE,
+            {
+                "intercept_id": self.intercept.id, "status": answer.status,
+                "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
+                "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
+                "timing": self._timing(),
+            },
         )  # fmt: skip
+        self.stats.replays += 1
+        headers = {"x-rolltap-replay-of": str(self.lookup.retry_of)}
+        if self.stream:
+            await self.deliver_events(answer.status, headers, answer.response)
+            assert self.response is not None
+            return self.response
+        body = orjson.dumps(self.harness.response_from_canonical(answer.response))
+        return await self.deliver_body(body, answer.status, headers)
+
+    def answer_for_replay(self) -> Answer:
+        """The recorded answer, for a retry to get (called only when one may need it)."""
+        assert self.answered is not None
+        body = self.answered.get("body")
+        response = self.canonical_answer()
+        return Answer(
+            int(self.answered["status"]),
+            response,
+            replayed_fields(self.answered),
+            len(orjson.dumps(body)),
+        )
+
+    def canonical_answer(self) -> Any:
+        assert self.answered is not None
+        return self.upstream.response_to_canonical(self.answered["body"])
 
     async def _relay_stream(self, up: UpstreamResponse) -> web.StreamResponse:
         headers = relayed_headers(up.headers)
@@ -211,6 +289,7 @@ class ModelCall:
             await resp.write(out)
         self._record_response(up.status, relay.recorded(self.upstream))
         await resp.write_eof()
+        self.outcome.delivered = True
         return resp
 
     async def open_stream(
@@ -270,6 +349,7 @@ class ModelCall:
             "timing": self._timing(),
         }
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
+        self.answered, self.outcome.answered = payload, True
         self.stats.record_response(payload["usage"])
         self.rollout.add_usage(payload["usage"])
 
@@ -283,6 +363,7 @@ class ModelCall:
         if isinstance(err, UpstreamStatusError):
             payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         self.rollout.log.append(EventKind.MODEL_ERROR, payload)
+        self.outcome.error_status = http_status_of(err)
         self.stats.record_error(err.code)
 
     async def fail(self, err: RolltapError) -> web.StreamResponse:
@@ -290,6 +371,7 @@ class ModelCall:
         self.record_error(err)
         resp, frames = self.response, self.frames
         if resp is None or frames is None:
+            self.outcome.delivered = True  # handed to aiohttp
             return error_response(err, self.harness)
         await resp.write(frames.error(err))
         await resp.write_eof()

@@ -17,6 +17,7 @@ from aiohttp import web
 from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall
+from rolltap.gateway.replay import look_up, settle
 from rolltap.gateway.server import GATEWAY, SERVER, read_body
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
 from rolltap.gateway.tokens import TokenCall
@@ -42,14 +43,16 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
     rollout = server.authenticate(request)
     body, kept = await _read(request, dialect)
     gateway.stats.requests += 1
+    lookup = look_up(rollout.replays, request.headers, body)
+    gateway.stats.retries += lookup.retry_count > 0
     intercept = rollout.open_intercept()
     args = (request, rollout, intercept, dialect, body, gateway.stats)
     keepalive_s = gateway.settings.keepalive_s
     call: ModelCall
     if rollout.endpoint.client == "tokens":
-        call = TokenCall(*args, keepalive_s=keepalive_s, renderers=gateway.renderers)
+        call = TokenCall(*args, keepalive_s=keepalive_s, renderers=gateway.renderers, lookup=lookup)
     else:
-        call = ModelCall(*args, keepalive_s=keepalive_s)
+        call = ModelCall(*args, keepalive_s=keepalive_s, lookup=lookup)
     try:
         return await call.run()
     except RolltapError as err:
@@ -66,6 +69,9 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
             raise
         return await call.fail(error)
     finally:
+        rollout.replays = settle(
+            rollout.replays, lookup, call.outcome, body, call.answer_for_replay
+        )
         rollout.discard(intercept)
         if kept is not None and rollout.closed is None:
             rollout.retained.append(kept)

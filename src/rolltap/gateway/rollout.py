@@ -19,6 +19,7 @@ from rolltap.errors import (
 from rolltap.gateway.authguard import tokens_match
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
+from rolltap.gateway.replay import ReplayBook
 from rolltap.pool import Lease
 from rolltap.store.events import EventLog
 from rolltap.store.schema import ID_LENGTH
@@ -115,6 +116,8 @@ class Rollout:
     retained: list[bytes] = field(default_factory=list)
     #: the token client's last prompt and sampled ids (token endpoints only)
     token_turns: TokenTurns | None = None
+    #: calls an SDK retry may repeat; made only once one failed, went undelivered or was keyed
+    replays: ReplayBook | None = None
     created: float = field(default_factory=time.time)
     _started: float = field(default_factory=time.monotonic)
     _inflight: int = 0

@@ -25,6 +25,10 @@ class GatewayStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     rollouts_registered: int = 0
+    #: calls an SDK sent as a retry (``x-stainless-retry-count`` > 0), and those answered
+    #: from an answer their original could not deliver
+    retries: int = 0
+    replays: int = 0
     errors: Counter[str] = field(default_factory=Counter)
 
     def record_response(self, usage: Any) -> None:
@@ -48,6 +52,8 @@ class GatewayStats:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "rollouts_registered": self.rollouts_registered,
+            "retries": self.retries,
+            "replays": self.replays,
         }
 
 
@@ -58,7 +64,15 @@ class _SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snap = self._snapshot()
         totals = snap["totals"]
-        for name in ("requests", "responses", "prompt_tokens", "completion_tokens"):
+        names = (
+            "requests",
+            "responses",
+            "prompt_tokens",
+            "completion_tokens",
+            "retries",
+            "replays",
+        )
+        for name in names:
             yield CounterMetricFamily(f"rolltap_gateway_{name}", f"{name} so far", totals[name])
         errors = CounterMetricFamily(
             "rolltap_gateway_errors", "errors by rolltap code", labels=["code"]

@@ -32,7 +32,7 @@ from rolltap.dialects.canonical import Request, Response
 from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.errors import UpstreamProtocolError
 from rolltap.gateway.call import ModelCall, relayed_headers
-from rolltap.gateway.folding import events_of, summarize_canonical
+from rolltap.gateway.folding import summarize_canonical
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
 from rolltap.tokens.parsers import get_parser
 from rolltap.tokens.renderer import RenderedPrompt
@@ -57,17 +57,21 @@ def renderer_config(endpoint: EndpointConfig) -> RendererConfig:
 class TokenCall(ModelCall):
     """:class:`ModelCall` whose upstream is a completions API fed with token ids."""
 
-    __slots__ = ("renderers",)
+    __slots__ = ("renderers", "sampled")
 
     def __init__(self, *args: Any, renderers: RendererRegistry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.renderers = renderers
+        #: the answer parsed from the sampled tokens (a retry's replay renders it again)
+        self.sampled: Response | None = None
 
     @property
     def upstream_name(self) -> str:
         return f"completions.{self.rollout.endpoint.completions_api}"
 
     async def run(self) -> web.StreamResponse:
+        if self.lookup.replay is not None:
+            return await super().run()  # answered from the kept answer, no sampling
         self.rollout.admit_call()
         endpoint = self.rollout.endpoint
         request, options, rewrites = self._request()
@@ -130,7 +134,7 @@ class TokenCall(ModelCall):
         parsed = _json_object(raw)
         completion = parse_completion(endpoint.completions_api, parsed)
         turns.sampled(prompt, completion.ids)
-        answer = self._answer(completion)
+        answer = self.sampled = self._answer(completion)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         recorded = {"body": parsed, "message": message, **summarize_canonical(answer)}
@@ -162,13 +166,13 @@ class TokenCall(ModelCall):
     ) -> web.StreamResponse:
         if self.response is None or self.frames is None:
             body = orjson.dumps(self.harness.response_from_canonical(answer))
-            return web.Response(
-                body=body, status=status, headers=headers, content_type="application/json"
-            )
-        frames = self.frames
-        await self.response.write(b"".join(frames.render(e) for e in events_of(answer)))
-        await self.response.write_eof()
+            return await self.deliver_body(body, status, headers)
+        await self.deliver_events(status, headers, answer)
         return self.response
+
+    def canonical_answer(self) -> Response:
+        assert self.sampled is not None
+        return self.sampled
 
 
 def _how(prompt: RenderedPrompt) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class RunLeases:
     def __init__(self, store: Store, ttl_s: float) -> None:
         self._store, self._ttl_s = store, ttl_s
         self._stack = AsyncExitStack()
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}
 
     async def __aenter__(self) -> RunLeases:
         return self
@@ -113,10 +113,11 @@ class RunLeases:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
 
-    async def own(self, run_id: str) -> None:
-        """Hold ``run_id``'s lease (a caller naming a run another owner left takes it over)."""
-        if run_id in self._held:
-            return
-        keeper = LeaseKeeper(self._store, run_id, ttl_s=self._ttl_s, role="serve")
-        await self._stack.enter_async_context(keeper)
-        self._held.add(run_id)
+    async def own(self, run_id: str) -> int:
+        """Hold ``run_id``'s lease (a caller naming a run another owner left takes it over);
+        its epoch, which the workers' writes of the run carry."""
+        epoch = self._held.get(run_id)
+        if epoch is None:
+            keeper = LeaseKeeper(self._store, run_id, ttl_s=self._ttl_s, role="serve")
+            epoch = self._held[run_id] = (await self._stack.enter_async_context(keeper)).epoch
+        return epoch

@@ -50,6 +50,7 @@ class Job:
             "job": self.id,
             "run_id": self.batch.run_id,
             "session_id": self.id,
+            "epoch": self.batch.epoch,
             "spec": self.spec.model_dump(mode="json"),
         }
 
@@ -60,6 +61,8 @@ class Batch:
 
     id: str
     run_id: str
+    #: the supervisor's lease epoch for the run: the workers' writes carry it
+    epoch: int | None = None
     jobs: dict[str, Job] = field(default_factory=dict)
     created: float = field(default_factory=time.time)
     delivered: int = 0

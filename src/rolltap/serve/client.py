@@ -60,6 +60,8 @@ class ServeResult:
     reward: float | None = None
     answer: str | None = None
     error: str | None = None
+    #: the rolltap error code of ``error`` (``worker_lost``, ``store_fenced``, …)
+    error_code: str | None = None
     worker: int | None = None
     duration_s: float | None = None
     components: dict[str, float] = field(default_factory=dict)

@@ -24,6 +24,7 @@ from rolltap.rollouts.tasks import Task
 from rolltap.serve.outcomes import store_outcome, terminal_result
 from rolltap.serve.protocol import RolloutSpec, WorkerConfig
 from rolltap.serve.sink import JobStore
+from rolltap.store import Store
 
 __all__ = ["Job", "JobFactory", "block_loop"]
 
@@ -136,6 +137,10 @@ class JobFactory:
     def make(self, message: dict[str, Any]) -> Job:
         """A job for one ``submit`` frame (synchronous: a cancel may follow at once)."""
         spec = RolloutSpec.model_validate(message["spec"])
+        epoch = message.get("epoch")
+        if isinstance(self.store, Store) and isinstance(epoch, int):
+            # this worker writes the run itself: fenced by its supervisor's lease
+            self.store.hold_epoch(message["run_id"], epoch)
         job = Job(
             id=message["job"], run_id=message["run_id"], session_id=message["session_id"],
             spec=spec, task=spec.to_task(), store=JobStore(self.store, message["session_id"]),

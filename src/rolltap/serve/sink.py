@@ -22,6 +22,7 @@ from rolltap.store import (
     EventLog,
     SessionInfo,
     StoreConflictError,
+    StoreFencedError,
     StoreFullError,
     StoreNotFoundError,
     StoreUnavailableError,
@@ -32,8 +33,8 @@ __all__ = ["JobStore", "ShippedStore", "StoreRpc", "error_from_reply"]
 _ERRORS: dict[str, type[StoreError]] = {
     cls.code: cls
     for cls in (
-        StoreBusyError, StoreConflictError, StoreFullError, StoreNotFoundError,
-        StoreUnavailableError,
+        StoreBusyError, StoreConflictError, StoreFencedError, StoreFullError,
+        StoreNotFoundError, StoreUnavailableError,
     )
 }  # fmt: skip
 

@@ -157,7 +157,7 @@ class Supervisor:
         self._idle.clear()
         try:
             await ensure_run(self.store, batch.run_id, run_name, given=run_id is not None)
-            await self._leases.own(batch.run_id)
+            batch.epoch = await self._leases.own(batch.run_id)
         except BaseException:
             self._withdraw(batch)
             raise

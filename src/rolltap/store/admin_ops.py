@@ -10,6 +10,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
+from rolltap.store.fence import check_fences
 from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.reader import exists, fetch_session
@@ -56,15 +57,19 @@ class CreateSessionOp(WriteOp):
         *,
         rows: Sequence[dict[str, Any]] = (),
         on_success: Callable[[SessionInfo], None] | None = None,
+        epoch: int | None = None,
     ) -> None:
         super().__init__()
         self.session, self.rows, self._on_success = session, rows, on_success
+        #: the lease epoch of the run's owner creating it (None: not fenced)
+        self.epoch = epoch
         self.nbytes = rows_nbytes(rows)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         s = self.session
         if not await exists(conn, runs, s.run_id):
             raise StoreNotFoundError(f"no run {s.run_id!r}")
+        await check_fences(conn, [(s.id, s.run_id, self.epoch)])
         if s.parent_id is not None:
             await self._resolve_fork(conn)
             s = self.session

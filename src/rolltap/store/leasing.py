@@ -58,7 +58,14 @@ class StoreLeases:
         return result
 
     def _hold(self, lease: LeaseInfo) -> None:
-        self._epochs[lease.run_id] = lease.epoch
+        self.hold_epoch(lease.run_id, lease.epoch)
+
+    def hold_epoch(self, run_id: str, epoch: int) -> None:
+        """Fence this store's writes of ``run_id`` with ``epoch``: a lease another process of
+        the same owner holds (a serve worker writes for its supervisor). Once a newer owner
+        takes the run over, its session creates and commits are refused (``store_fenced``).
+        """
+        self._epochs[run_id] = epoch
 
     async def renew_lease(self, lease: LeaseInfo) -> float:
         """Push the lease's expiry ``ttl_s`` ahead; the new expiry. StoreFencedError if lost."""

@@ -84,8 +84,8 @@ class RunInfo:
     n_failed: int
     n_rewarded: int
     reward_sum: float
-    #: sessions counted in ``n_finished`` and ``n_failed`` because their owner's lease
-    #: expired (they read as ``interrupted``; the run's next owner stores them so)
+    #: interrupted sessions (in ``n_finished`` and ``n_failed`` too): stored so by the
+    #: run's next owner, or read so because their owner's lease expired
     n_interrupted: int = 0
 
     @property

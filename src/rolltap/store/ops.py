@@ -259,7 +259,7 @@ _SESSION_UPDATE = (
 
 async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: float) -> None:
     """Apply ``ops`` (at most one per session) with one batched statement per table."""
-    await check_fences(conn, ops)
+    await check_fences(conn, ((op.session_id, op.state.run_id, op.epoch) for op in ops))
     replaced = [op for op in ops if op.snap.replace]
     if replaced:
         await _check_dependent_forks(conn, replaced)

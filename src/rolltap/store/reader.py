@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import RowMapping, Select, Table, and_, func, select
+from sqlalchemy import RowMapping, Select, Table, and_, case, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -50,20 +50,21 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         raise translate_db_error(exc) from exc
 
 
-def run_info(m: RowMapping, interrupted: int = 0) -> RunInfo:
-    """A run from its row; ``interrupted`` sessions (read so, not yet stored so) are counted
-    as finished and failed."""
+def run_info(m: RowMapping, interrupted: tuple[int, int] = (0, 0)) -> RunInfo:
+    """A run from its row; ``interrupted``: (its sessions read as interrupted but not yet
+    stored so — counted as finished and failed here —, all its interrupted sessions)."""
+    read_so, total = interrupted
     return RunInfo(
         id=m["id"],
         name=m["name"],
         config=load_doc(m["config"]),
         created_at=m["created_at"],
         n_sessions=m["n_sessions"],
-        n_finished=m["n_finished"] + interrupted,
-        n_failed=m["n_failed"] + interrupted,
+        n_finished=m["n_finished"] + read_so,
+        n_failed=m["n_failed"] + read_so,
         n_rewarded=m["n_rewarded"],
         reward_sum=m["reward_sum"],
-        n_interrupted=interrupted,
+        n_interrupted=total,
     )
 
 
@@ -99,21 +100,26 @@ def with_lease() -> Select[tuple[object, ...]]:
     return select(sessions, leases.c.expires_at.label("lease_expires_at")).select_from(joined)
 
 
-async def _interrupted(conn: AsyncConnection, run_ids: list[str], now: float) -> dict[str, int]:
-    """Per run: its unfinished sessions whose run's lease expired."""
+async def _interrupted(
+    conn: AsyncConnection, run_ids: list[str], now: float
+) -> dict[str, tuple[int, int]]:
+    """Per run: (unfinished sessions whose run's lease expired, those plus the sessions
+    stored ``interrupted``)."""
+    unfinished = sessions.c.status.in_(sorted(UNFINISHED_STATUSES))
+    expired = and_(unfinished, leases.c.expires_at < now)
     query = (
-        select(sessions.c.run_id, func.count())
-        .join(leases, leases.c.run_id == sessions.c.run_id)
+        select(sessions.c.run_id, func.sum(case((expired, 1), else_=0)), func.count())
+        .outerjoin(leases, leases.c.run_id == sessions.c.run_id)
         .where(
             and_(
                 sessions.c.run_id.in_(run_ids),
-                sessions.c.status.in_(sorted(UNFINISHED_STATUSES)),
-                leases.c.expires_at < now,
+                or_(sessions.c.status == "interrupted", expired),
             )
         )
         .group_by(sessions.c.run_id)
     )
-    return {run_id: int(n) for run_id, n in (await conn.execute(query)).all()}
+    rows = (await conn.execute(query)).all()
+    return {run_id: (int(read_so or 0), int(total)) for run_id, read_so, total in rows}
 
 
 async def fetch_run(conn: AsyncConnection, run_id: str) -> RunInfo:
@@ -121,7 +127,7 @@ async def fetch_run(conn: AsyncConnection, run_id: str) -> RunInfo:
     if row is None:
         raise StoreNotFoundError(f"no run {run_id!r}")
     counts = await _interrupted(conn, [run_id], time.time())
-    return run_info(row, counts.get(run_id, 0))
+    return run_info(row, counts.get(run_id, (0, 0)))
 
 
 async def fetch_session(
@@ -139,7 +145,7 @@ async def list_runs(conn: AsyncConnection) -> list[RunInfo]:
     rows = (await conn.execute(select(runs).order_by(runs.c.created_at, runs.c.id))).mappings()
     found = list(rows)
     counts = await _interrupted(conn, [row["id"] for row in found], time.time()) if found else {}
-    return [run_info(row, counts.get(row["id"], 0)) for row in found]
+    return [run_info(row, counts.get(row["id"], (0, 0))) for row in found]
 
 
 async def list_sessions(

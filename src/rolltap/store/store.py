@@ -188,7 +188,8 @@ class Store(StoreReads, StoreLeases):
             task=dict(task or {}), status="pending", created_at=now, updated_at=now,
             n_events=0, reward=None, parent_id=parent, fork_at=fork_at,
         )  # fmt: skip
-        result: SessionInfo = await self._write(CreateSessionOp(session, on_success=self._remember))
+        op = CreateSessionOp(session, on_success=self._remember, epoch=self._epochs.get(run_id))
+        result: SessionInfo = await self._write(op)
         return result
 
     def _remember(self, info: SessionInfo) -> None:
