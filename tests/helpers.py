@@ -47,8 +47,9 @@ async def events(
 
 
 def openai_client(rollout: dict[str, Any], **kwargs: Any) -> openai.AsyncOpenAI:
+    kwargs.setdefault("max_retries", 0)
     return openai.AsyncOpenAI(
-        base_url=rollout["openai_base_url"], api_key=rollout["api_key"], max_retries=0, **kwargs
+        base_url=rollout["openai_base_url"], api_key=rollout["api_key"], **kwargs
     )
 
 

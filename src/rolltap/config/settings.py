@@ -47,6 +47,9 @@ class GatewaySettings(BaseModel):
     body_timeout_s: float = Field(default=30.0, gt=0)
     #: failed authentications a minute from one peer before ``429 auth_rate_limited``
     auth_failures_per_minute: int = Field(default=10, gt=0)
+    #: per rollout, the answers kept for SDK retries (answers that arrived but could not be
+    #: delivered, and those of calls with an ``Idempotency-Key``), bytes; 0: none kept
+    replay_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     #: ``rolltap gateway --store`` leases its run for this long, renewed every 10 s
     lease_ttl_s: float = Field(default=120.0, gt=0)
 

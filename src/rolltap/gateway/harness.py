@@ -70,8 +70,9 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
         return await call.fail(error)
     finally:
         rollout.replays = settle(
-            rollout.replays, lookup, call.outcome, body, call.answer_for_replay
-        )
+            rollout.replays, lookup, call.outcome, body, call.answer_for_replay,
+            max_bytes=gateway.settings.replay_max_bytes,
+        )  # fmt: skip
         rollout.discard(intercept)
         if kept is not None and rollout.closed is None:
             rollout.retained.append(kept)

@@ -101,7 +101,7 @@ class ReplayBook:
     all day holds at most ``max_bytes``.
     """
 
-    def __init__(self, *, max_entries: int = 8, max_bytes: int = 8 << 20) -> None:
+    def __init__(self, *, max_entries: int = 8, max_bytes: int = 16 << 20) -> None:
         self._entries: OrderedDict[str, Kept] = OrderedDict()
         self._max_entries, self._max_bytes = max_entries, max_bytes
         self.nbytes = 0
@@ -206,7 +206,7 @@ class Outcome:
 
 def settle(
     book: ReplayBook | None, lookup: Lookup, outcome: Outcome, body: Mapping[str, Any],
-    answer: Callable[[], Answer],
+    answer: Callable[[], Answer], *, max_bytes: int,
 ) -> ReplayBook | None:  # fmt: skip
     """Remember what a retry of this call will need; the rollout's book (made on first need).
 
@@ -227,6 +227,6 @@ def settle(
         kept = Kept(outcome.call_id, None, lookup.request or digest(body))
     else:
         return book
-    book = book if book is not None else ReplayBook()
+    book = book if book is not None else ReplayBook(max_bytes=max_bytes)
     book.remember(lookup.key or kept.request, kept)
     return book

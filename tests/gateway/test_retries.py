@@ -1,0 +1,225 @@
+"""SDK retries through the gateway: recorded as retries, linked to the call they repeat,
+and — when the first answer arrived but could not be delivered — answered from it, with
+one upstream call."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import openai
+import orjson
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from helpers import GatewayFactory, events, openai_client, register, settle
+from rolltap.dialects.canonical import Response, Text, Usage
+from rolltap.gateway import Gateway
+from rolltap.gateway.replay import NOT_A_RETRY, Answer, Kept, ReplayBook, look_up
+from rolltap.sim import SimConfig, Simulator
+
+
+def _stalling_tokens() -> int:
+    """Completion tokens (of 5 bytes or more each) for an answer larger than the kernel
+    buffers between the gateway and a harness that reads nothing can hold: Linux grows a
+    socket's send buffer to at most ``tcp_wmem``'s maximum (4 MiB by default)."""
+    try:
+        most = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        most = 4 << 20
+    return (2 * most + (4 << 20)) // 5
+
+
+BIG = _stalling_tokens()
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "tell me everything"}]
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway(replay_max_bytes=16 * BIG)
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Simulator]:
+    async with Simulator(SimConfig(seed=7, completion_tokens=BIG)) as simulator:
+        yield simulator
+
+
+def _kinds(log: list[dict[str, Any]]) -> list[str]:
+    return [e["kind"] for e in log]
+
+
+async def _undelivered_call(gateway: Gateway, rollout: dict[str, Any], body: bytes) -> str:
+    """Send a call from a harness that reads nothing, wait until the gateway holds the
+    whole answer and is stuck writing it, then reset the connection; the call's id."""
+    live = next(r for r in gateway.rollouts() if r.id == rollout["id"])
+    url = urlsplit(rollout["openai_base_url"] + "/chat/completions")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the window stays tiny
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.sock_connect(sock, (url.hostname, url.port))
+        head = (
+            f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            f"Authorization: Bearer {rollout['api_key']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        await loop.sock_sendall(sock, head.encode() + body)
+        await settle(lambda: any(e.kind == "model_response" for e in live.log))
+    finally:
+        # SO_LINGER 0: close with a reset, as a harness whose timeout fired does at worst
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    await settle(lambda: any(e.kind == "model_error" for e in live.log))
+    return str(live.log[0].payload["intercept_id"])
+
+
+async def test_a_retry_after_a_dropped_delivery_is_answered_from_the_recorded_answer(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    rollout = await register(http, gateway)
+    body = {"messages": MESSAGES, "model": "sim-model", "max_tokens": BIG}
+    first = await _undelivered_call(gateway, rollout, orjson.dumps(body))
+    assert sim.stats.requests == 1
+    async with openai_client(rollout) as client:  # as the SDK's own retry sends it
+        raw = await client.chat.completions.with_raw_response.create(
+            messages=MESSAGES, model="sim-model", max_tokens=BIG,
+            extra_headers={"x-stainless-retry-count": "1"},
+        )  # fmt: skip
+    answer = raw.parse()
+    assert raw.headers["x-rolltap-replay-of"] == first
+    assert sim.stats.requests == 1  # the upstream sampled once
+    log = await events(http, gateway, rollout["id"])
+    assert _kinds(log) == [
+        "model_request", "model_response", "model_error", "model_request", "model_response",
+    ]  # fmt: skip
+    original, error, retry, replay = log[1], log[2], log[3], log[4]
+    assert error["payload"]["code"] == "harness_disconnected"
+    assert (retry["payload"]["retry_count"], retry["payload"]["retry_of"]) == (1, first)
+    assert (replay["payload"]["replay_of"], replay["payload"]["retry_count"]) == (first, 1)
+    assert replay["payload"]["body"] == original["payload"]["body"]
+    assert "tokens" not in replay["payload"]
+    assert (
+        answer.choices[0].message.content
+        == original["payload"]["body"]["choices"][0]["message"]["content"]
+    )
+    stats = gateway.stats.as_dict()
+    assert (stats["retries"], stats["replays"]) == (1, 1)
+    # one retry, one replay: the same call sent again is sampled anew
+    async with openai_client(rollout) as client:
+        await client.chat.completions.create(
+            messages=MESSAGES, model="sim-model", max_tokens=4,
+        )  # fmt: skip
+    assert sim.stats.requests == 2
+
+
+async def test_a_keyed_stream_is_replayed_as_a_stream(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    # a stream whose harness stops reading is not replayable (its upstream is cancelled with
+    # it, DESIGN 4); a stream under an Idempotency-Key is, rendered again from its answer
+    rollout = await register(http, gateway)
+    texts: list[str] = []
+    async with openai_client(rollout) as client:
+        for _ in range(2):
+            stream = await client.chat.completions.create(
+                messages=MESSAGES, model="sim-model", max_tokens=12, stream=True,
+                extra_headers={"Idempotency-Key": "turn-1"},
+            )  # fmt: skip
+            texts.append("".join([c.choices[0].delta.content or "" async for c in stream]))
+    assert sim.stats.requests == 1
+    assert texts[0] == texts[1] != ""
+    log = await events(http, gateway, rollout["id"])
+    assert log[-1]["payload"]["replay_of"] == log[0]["payload"]["intercept_id"]
+    assert log[-1]["payload"]["stream"] is True
+
+
+async def test_sdk_retries_of_a_failing_call_are_linked_each_to_the_one_before(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    rollout = await register(http, gateway)
+    async with openai_client(
+        rollout, max_retries=2, default_headers={"x-sim-fault": "status=500"}
+    ) as client:
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(
+                messages=MESSAGES, model="sim-model", max_tokens=4,
+            )  # fmt: skip
+    assert sim.stats.requests == 3  # each retry reached the upstream: nothing to replay
+    log = await events(http, gateway, rollout["id"])
+    requests = [e["payload"] for e in log if e["kind"] == "model_request"]
+    ids = [r["intercept_id"] for r in requests]
+    assert [(r.get("retry_count"), r.get("retry_of")) for r in requests] == [
+        (None, None), (1, ids[0]), (2, ids[1]),
+    ]  # fmt: skip
+    assert _kinds(log) == ["model_request", "model_error"] * 3
+
+
+async def test_an_idempotency_key_is_answered_once(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    rollout = await register(http, gateway)
+    key = {"Idempotency-Key": "turn-7"}
+    async with openai_client(rollout) as client:
+        one = await client.chat.completions.create(
+            messages=MESSAGES, model="sim-model", max_tokens=8, extra_headers=key,
+        )  # fmt: skip
+        two = await client.chat.completions.create(
+            messages=MESSAGES, model="sim-model", max_tokens=8, extra_headers=key,
+        )  # fmt: skip
+        with pytest.raises(openai.UnprocessableEntityError) as reused:
+            await client.chat.completions.create(
+                messages=[{"role": "user", "content": "something else"}], model="sim-model",
+                max_tokens=8, extra_headers=key,
+            )  # fmt: skip
+    assert sim.stats.requests == 1
+    assert two.choices[0].message.content == one.choices[0].message.content
+    assert reused.value.code == "idempotency_key_reused"
+    log = await events(http, gateway, rollout["id"])
+    assert log[-1]["payload"]["replay_of"] == log[0]["payload"]["intercept_id"]
+
+
+async def test_a_bad_idempotency_key_is_a_400(
+    make_gateway: GatewayFactory, http: aiohttp.ClientSession
+) -> None:
+    gateway = await make_gateway()
+    rollout = await register(http, gateway)
+    async with openai_client(rollout) as client:
+        with pytest.raises(openai.BadRequestError) as bad:
+            await client.chat.completions.create(
+                messages=MESSAGES, model="sim-model", max_tokens=8,
+                extra_headers={"Idempotency-Key": "k" * 256},
+            )  # fmt: skip
+    assert bad.value.code == "invalid_request"
+
+
+def _answer(nbytes: int) -> Answer:
+    return Answer(200, Response("r", "m", (Text("hi"),), "end_turn", Usage()), {}, nbytes)
+
+
+def test_the_replay_book_is_bounded_by_count_and_bytes() -> None:
+    book = ReplayBook(max_entries=3, max_bytes=100)
+    for i in range(5):
+        book.remember(f"k{i}", Kept(f"c{i}", _answer(10)))
+    assert len(book) == 3 and book.find("k0") is None and book.find("k4") is not None
+    book.remember("big", Kept("cb", _answer(90)))
+    assert book.nbytes <= 100 and book.find("k2") is None  # oldest gave way
+    book.remember("huge", Kept("ch", _answer(101)))  # over the whole bound: linked only
+    kept = book.find("huge")
+    assert kept is not None and kept.answer is None and kept.call_id == "ch"
+    book.forget("huge")
+    book.forget("huge")  # idempotent
+    assert book.find("huge") is None
+
+
+def test_an_ordinary_call_is_not_digested() -> None:
+    assert look_up(None, {}, {"messages": []}) is NOT_A_RETRY
+    assert look_up(None, {"x-stainless-retry-count": "2"}, {}).retry_count == 2
+    assert look_up(None, {"x-stainless-retry-count": "x"}, {}) is NOT_A_RETRY
