@@ -6,12 +6,22 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import UsageError
-from rolltap.store import Store
+from rolltap.store import RunInfo, SessionInfo, Store, StoreNotFoundError
+from rolltap.store.reader import fetch_run, fetch_session
 from rolltap.view.keys import CONFIG, JINJA, STORE
 
-__all__ = ["Handler", "float_param", "int_param", "page", "store_of"]
+__all__ = [
+    "Handler",
+    "float_param",
+    "int_param",
+    "page",
+    "run_of",
+    "session_of",
+    "store_of",
+]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -29,6 +39,22 @@ def page(
 
 def store_of(request: web.Request) -> Store:
     return request.app[STORE]
+
+
+async def run_of(conn: AsyncConnection, store: Store, given: str) -> RunInfo:
+    """The run ``given`` names: its whole id (one indexed read), else a unique prefix."""
+    try:
+        return await fetch_run(conn, given)
+    except StoreNotFoundError:
+        return await fetch_run(conn, await store.resolve_run_id(given))
+
+
+async def session_of(conn: AsyncConnection, store: Store, given: str) -> SessionInfo:
+    """The session ``given`` names, as :func:`run_of` (a prefix LIKE scans on SQLite)."""
+    try:
+        return await fetch_session(conn, given)
+    except StoreNotFoundError:
+        return await fetch_session(conn, await store.resolve_session_id(given))
 
 
 def int_param(request: web.Request, name: str, default: int = 0) -> int:

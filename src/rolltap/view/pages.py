@@ -22,8 +22,8 @@ from rolltap.store.browse import (
     task_rows,
     tasks_page,
 )
-from rolltap.store.reader import fetch_run, reading
-from rolltap.view.base import float_param, int_param, page, store_of
+from rolltap.store.reader import reading
+from rolltap.view.base import float_param, int_param, page, run_of, store_of
 from rolltap.view.keys import CONFIG
 from rolltap.view.render import run_cells
 
@@ -69,14 +69,12 @@ def _filter(request: web.Request) -> SessionFilter:
 async def _compare(
     conn: AsyncConnection, store: Store, other: str, task_ids: list[str | None]
 ) -> dict[str, Any]:
-    run_id = await store.resolve_run_id(other)
-    info = await fetch_run(conn, run_id)
-    return {"info": info, "tasks": await task_rows(conn, run_id, task_ids)}
+    info = await run_of(conn, store, other)
+    return {"info": info, "tasks": await task_rows(conn, info.id, task_ids)}
 
 
 async def run_view(request: web.Request) -> web.Response:
     store = store_of(request)
-    run_id = await store.resolve_run_id(request.match_info["run"])
     size = request.app[CONFIG].page_size
     flt = _filter(request)
     sort = request.query.get("sort", "created")
@@ -84,7 +82,8 @@ async def run_view(request: web.Request) -> web.Response:
     offset, task_offset = int_param(request, "offset"), int_param(request, "toffset")
     other = request.query.get("compare", "").strip()
     async with reading(store.engine) as conn:
-        info = await fetch_run(conn, run_id)
+        info = await run_of(conn, store, request.match_info["run"])
+        run_id = info.id
         summary = await summary_of_run(conn, run_id)
         rows, more = await sessions_page(
             conn, run_id, flt, sort=sort, desc=desc, offset=offset, limit=size

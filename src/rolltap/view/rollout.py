@@ -16,10 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from rolltap.store import Event, EventKind
-from rolltap.store.reader import fetch_run, fetch_session, read_events, reading
+from rolltap.store.reader import fetch_run, iter_event_rows, reading
+from rolltap.store.serialize import row_event
 from rolltap.store.token_export import TokenRecordError, TokenTurn, assemble, token_turn
 from rolltap.store.transcript import build_transcript
-from rolltap.view.base import page, store_of
+from rolltap.view.base import page, session_of, store_of
 
 __all__ = ["TokenView", "export_view", "rollout_view", "token_view"]
 
@@ -71,11 +72,10 @@ def _rewrites(events: list[Event]) -> dict[str, list[Any]]:
 
 async def rollout_view(request: web.Request) -> web.Response:
     store = store_of(request)
-    session_id = await store.resolve_session_id(request.match_info["session"])
     async with reading(store.engine) as conn:
-        info = await fetch_session(conn, session_id)
+        info = await session_of(conn, store, request.match_info["session"])
         run = await fetch_run(conn, info.run_id)
-        events = await read_events(conn, session_id)
+        events = [row_event(*row) async for row in iter_event_rows(conn, info)]
     transcript = build_transcript(events)
     return page(request, "rollout.html", {
         "session": info, "run": run, "transcript": transcript, "events": events,
@@ -86,7 +86,8 @@ async def rollout_view(request: web.Request) -> web.Response:
 async def export_view(request: web.Request) -> web.Response:
     """The session as ``rolltap sessions export`` writes it (one JSONL line)."""
     store = store_of(request)
-    session_id = await store.resolve_session_id(request.match_info["session"])
+    async with reading(store.engine) as conn:
+        session_id = (await session_of(conn, store, request.match_info["session"])).id
     out = io.BytesIO()
     await store.export_jsonl(out, session=session_id)
     return web.Response(
