@@ -47,9 +47,17 @@ def register_commands() -> typer.Typer:
     # `import rolltap` stays light.
     if app.registered_commands:
         return app
-    from rolltap.cli import eval_cmd, gateway_cmd, local_cmd, serve_cmd, sim_cmd, store_cmd
+    from rolltap.cli import (
+        eval_cmd,
+        gateway_cmd,
+        local_cmd,
+        serve_cmd,
+        sim_cmd,
+        store_cmd,
+        view_cmd,
+    )
 
-    for module in (eval_cmd, gateway_cmd, serve_cmd, sim_cmd, local_cmd, store_cmd):
+    for module in (eval_cmd, gateway_cmd, serve_cmd, sim_cmd, local_cmd, store_cmd, view_cmd):
         module.register(app)
     return app
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.errors import ConfigError, RolltapError
+from rolltap.errors import ConfigError, RolltapError, StoreError
 from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
@@ -35,6 +36,8 @@ from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -181,7 +184,17 @@ async def _run_on(
     if runner.store_failure is not None:
         _save_unsaved(runner, run)
     ctx.interrupted = runner.stopping
+    ctx.complete = runner.store_failure is None and not runner.stopping
     return results
+
+
+async def _store_summary(store: Store, run_id: str, summary: dict[str, Any]) -> None:
+    """Keep the summary with the run (what `runs compare` and `rolltap view` show);
+    a run whose summary could not be stored still has its SQL summary."""
+    try:
+        await store.write_run_summary(run_id, summary)
+    except StoreError as err:
+        log.warning("run %s: summary not stored: %s", run_id, err)
 
 
 async def _run_of(store: Store, work: _Work, config: RunConfig) -> RunInfo:
@@ -204,6 +217,8 @@ class _Context:
     hooks: Hooks
     interrupted: bool = False
     run_id: str = ""
+    #: every rollout ran and was stored: its summary describes the run
+    complete: bool = False
 
 
 async def execute(
@@ -244,8 +259,10 @@ async def execute(
             items, earlier = await plan_resume(store, resume_run, config, tasks)
             work = _Work(items, resume_run)
         results = await _run_on(store, work, config, plan, ctx, owner)
-    everything = earlier + results
-    summary = summarize(everything, r=config.r)
+        everything = earlier + results
+        summary = summarize(everything, r=config.r)
+        if ctx.complete:
+            await _store_summary(store, ctx.run_id, summary)
     return RunResult(ctx.run_id, everything, summary, ctx.interrupted)
 
 

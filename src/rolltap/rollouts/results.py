@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolltap.store import FAILED_STATUSES, Event, EventKind
+from rolltap.store.outcome import HARNESS_ERROR
 
 __all__ = ["HARNESS_ERROR", "CallStats", "RolloutResult", "call_stats", "failure_of"]
-
-#: the error code of a failed rollout whose model calls did not fail
-HARNESS_ERROR = "harness_error"
 
 
 @dataclass(slots=True)

@@ -296,7 +296,7 @@ class Runner:
         events.append(
             EventKind.STATUS,
             {"status": result.status, "error": result.error, "limit": limit,
-             "answer": result.answer},
+             "answer": result.answer, **_error_fields(result)},
         )  # fmt: skip
         self._unsaved.ended(session_id, events, result.status, result.reward)
         if self.store_failure is not None:
@@ -311,3 +311,11 @@ class Runner:
             result.error_code, result.error_message = err.code, err.message
             result.commit_failed = True
         self._unsaved.saved(session_id)
+
+
+def _error_fields(result: RolloutResult) -> dict[str, Any]:
+    """The failure's code and message in the status event, so the store's ``error_code``
+    column says what the run's summary says (a registration or reward error included)."""
+    if result.error_code is None:
+        return {}
+    return {"error_code": result.error_code, "error_message": result.error_message}

@@ -20,19 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rolltap.rollouts.results import RolloutResult
+from rolltap.store.runstats import PASS_THRESHOLD, ks_for, pass_at_k
 
 __all__ = ["PASS_THRESHOLD", "pass_at_k", "percentile", "summarize"]
 
-#: reward at or above which a rollout counts as passed for pass@k
-PASS_THRESHOLD = 1.0
 _Z95 = 1.959964
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Probability that at least one of ``k`` draws (of ``n``, ``c`` correct) passes."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -57,7 +49,7 @@ def _pass_at(results: Sequence[RolloutResult], r: int) -> dict[str, float]:
     for res in results:
         if res.reward is not None:
             by_task[res.task_id].append(res.reward)
-    ks = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, r) if k <= r})
+    ks = ks_for(r)
     out: dict[str, float] = {}
     for k in ks:
         scores = [

@@ -13,9 +13,10 @@ from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreV
 from rolltap.store.fence import check_fences
 from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
+from rolltap.store.outcome import SessionMetrics, duration_of, task_id_of
 from rolltap.store.reader import exists, fetch_session
 from rolltap.store.schema import events, leases, runs, sessions
-from rolltap.store.serialize import dump_doc
+from rolltap.store.serialize import dump_doc, row_event
 
 __all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp"]
 
@@ -78,7 +79,8 @@ class CreateSessionOp(WriteOp):
                 id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
                 status=s.status, created_at=s.created_at, updated_at=s.updated_at,
                 n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
-                fork_at=s.fork_at, last_commit=self.token,
+                fork_at=s.fork_at, last_commit=self.token, task_id=task_id_of(s.task),
+                **self._derived(),
             )
         )  # fmt: skip
         if self.rows:
@@ -87,6 +89,14 @@ class CreateSessionOp(WriteOp):
         delta.add_status(None, s.status)
         delta.add_reward(None, s.reward)
         await apply_run_deltas(conn, {s.run_id: delta})
+
+    def _derived(self) -> dict[str, Any]:
+        """An imported session's derived columns, counted from its rows."""
+        if not self.rows:
+            return {}
+        history = [row_event(r["seq"], r["kind"], r["ts"], r["payload"]) for r in self.rows]
+        metrics = SessionMetrics.of(history)
+        return metrics.columns(self.session.status, duration_of(history[0], history[-1]))
 
     async def _resolve_fork(self, conn: AsyncConnection) -> None:
         s = self.session
@@ -160,7 +170,7 @@ async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
         await conn.execute(
             runs.update().where(runs.c.id == run_id).values(
                 n_sessions=n, n_finished=finished, n_failed=failed,
-                n_rewarded=rewarded, reward_sum=float(total),
+                n_rewarded=rewarded, reward_sum=float(total), summary=None,
             )
         )  # fmt: skip
 

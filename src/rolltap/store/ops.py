@@ -10,6 +10,7 @@ batched statement per table for the whole group.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -20,9 +21,10 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import ForkDependencyError
-from rolltap.store.events import EventLog
+from rolltap.store.events import Event, EventLog
 from rolltap.store.fence import check_fences
 from rolltap.store.models import CommitResult, is_failed, is_finished
+from rolltap.store.outcome import SessionMetrics, duration_of
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import event_rows
 
@@ -82,6 +84,9 @@ class SessionState:
     loaded: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: asyncio.Future[Any] | None = None
+    #: totals over the persisted history (None: not known here; the next commit counts
+    #: its whole log)
+    metrics: SessionMetrics | None = None
 
 
 @dataclass(slots=True)
@@ -134,6 +139,8 @@ _RUN_DELTA = (
         n_failed=runs.c.n_failed + bindparam("d_failed"),
         n_rewarded=runs.c.n_rewarded + bindparam("d_rewarded"),
         reward_sum=runs.c.reward_sum + bindparam("d_reward_sum"),
+        # the owner's stored summary no longer describes the run
+        summary=None,
     )
 )
 
@@ -182,10 +189,13 @@ class CommitOp(WriteOp):
         self.base = min(state.base, snap.changed_from) if snap.replace else state.base
         self.parent_id = state.parent_id if self.base > 0 else None
         start = self.base if snap.replace else state.prefix
-        self.rows = event_rows(session_id, log.since(start))
+        new = log.since(start)
+        self.rows = event_rows(session_id, new)
         self.nbytes = rows_nbytes(self.rows)
         self.status = state.status if status is None else status
         self.reward = state.reward if reward is None else reward
+        self.metrics = _metrics_after(state, log, new, replace=snap.replace)
+        self.duration_s = duration_of(log[0], log[-1]) if snap.length else None
 
     @property
     def noop(self) -> bool:
@@ -206,7 +216,9 @@ class CommitOp(WriteOp):
         )
 
     def session_params(self, now: float) -> dict[str, Any]:
+        derived = self.metrics.columns(self.status, self.duration_s)
         return {
+            **{f"b_{name}": value for name, value in derived.items()},
             "b_id": self.session_id,
             "b_n": self.snap.length,
             "b_status": self.status,
@@ -233,7 +245,7 @@ class CommitOp(WriteOp):
     def on_success(self) -> None:
         st = self.state
         st.prefix, st.base, st.parent_id = self.snap.length, self.base, self.parent_id
-        st.status, st.reward = self.status, self.reward
+        st.status, st.reward, st.metrics = self.status, self.reward, self.metrics
         self.log.mark_persisted(self.snap.epoch)
 
     def on_failure(self) -> None:
@@ -253,8 +265,25 @@ _SESSION_UPDATE = (
         last_commit=bindparam("b_token"),
         fork_at=bindparam("b_fork_at"),
         parent_id=bindparam("b_parent"),
+        error_code=bindparam("b_error_code"),
+        error_message=bindparam("b_error_message"),
+        prompt_tokens=bindparam("b_prompt_tokens"),
+        completion_tokens=bindparam("b_completion_tokens"),
+        duration_s=bindparam("b_duration_s"),
     )
 )
+
+
+def _metrics_after(
+    state: SessionState, log: EventLog, new: list[Event], *, replace: bool
+) -> SessionMetrics:
+    """The totals once ``new`` events are persisted: extended, or recounted whole (a
+    rewritten history, or a session this store has not counted)."""
+    if replace or state.metrics is None:
+        return SessionMetrics.of(log.since(0))
+    metrics = dataclasses.replace(state.metrics)
+    metrics.add(new)
+    return metrics
 
 
 async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: float) -> None:

@@ -6,11 +6,12 @@ Reads use pooled connections, never the writer's, and see what is committed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.store import export, reader
+from rolltap.store.aggregate import summary_of_run
 from rolltap.store.events import Event, EventLog
 from rolltap.store.ids import resolve_id
 from rolltap.store.models import RunInfo, SessionInfo
@@ -72,6 +73,16 @@ class StoreReads:
         """
         async with reader.reading(self._engine) as conn:
             return await reader.list_runs(conn)
+
+    async def run_summary(self, run_id: str) -> dict[str, Any]:
+        """The run's summary: the one its owner stored after the final commit (``rolltap
+        eval`` does), else computed in SQL from its sessions' columns (per-call latency
+        percentiles and model call counts are then None). ``stored`` says which.
+
+        >>> # (await store.run_summary(run.id))["reward"]["mean"]
+        """
+        async with reader.reading(self._engine) as conn:
+            return await summary_of_run(conn, run_id)
 
     async def resolve_run_id(self, prefix: str) -> str:
         """The run whose id is ``prefix`` or, for 4 or more characters, starts with it.

@@ -27,7 +27,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
-__all__ = ["ID_LENGTH", "VERSION_TABLE", "events", "leases", "metadata", "runs", "sessions"]
+__all__ = [
+    "ID_LENGTH",
+    "SORTED_COLUMNS",
+    "VERSION_TABLE",
+    "events",
+    "leases",
+    "metadata",
+    "runs",
+    "sessions",
+]
 
 #: the longest run or session id
 ID_LENGTH = 64
@@ -45,6 +54,11 @@ TABLE_OPTIONS: dict[str, Any] = {
 
 metadata = MetaData()
 
+#: session columns indexed together with ``run_id``: a run's sessions sort and filter on them
+SORTED_COLUMNS = (
+    "task_id", "error_code", "reward", "prompt_tokens", "completion_tokens", "duration_s",
+)  # fmt: skip
+
 runs = Table(
     "rolltap_runs",
     metadata,
@@ -57,6 +71,9 @@ runs = Table(
     Column("n_failed", Integer, nullable=False),
     Column("n_rewarded", Integer, nullable=False),
     Column("reward_sum", Double, nullable=False),
+    #: the run's summary (JSON) as its owner wrote it after the final commit; cleared by
+    #: any later commit that changes the run's counters, so it is never stale
+    Column("summary", DOC, nullable=True),
     Index("ix_rolltap_runs_created", "created_at"),
     Index("ix_rolltap_runs_name", "name"),
     **TABLE_OPTIONS,
@@ -77,9 +94,18 @@ sessions = Table(
     Column("parent_id", String(ID_LENGTH), ForeignKey("rolltap_sessions.id"), nullable=True),
     Column("fork_at", Integer, nullable=True),
     Column("last_commit", String(32), nullable=True),
+    # derived from the history by every commit (see rolltap.store.outcome), so a run's
+    # sessions page, sort, filter and aggregate in SQL without reading events
+    Column("task_id", String(255), nullable=True),
+    Column("error_code", String(64), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("prompt_tokens", Integer, nullable=True),
+    Column("completion_tokens", Integer, nullable=True),
+    Column("duration_s", Double, nullable=True),
     Index("ix_rolltap_sessions_run_status_reward", "run_id", "status", "reward"),
     Index("ix_rolltap_sessions_run_created", "run_id", "created_at"),
     Index("ix_rolltap_sessions_parent", "parent_id"),
+    *(Index(f"ix_rolltap_sessions_run_{col}", "run_id", col) for col in SORTED_COLUMNS),
     **TABLE_OPTIONS,
 )
 

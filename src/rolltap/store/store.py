@@ -36,6 +36,7 @@ from rolltap.store.opening import check_sqlite_file
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
+from rolltap.store.summary_ops import WriteRunSummaryOp
 from rolltap.store.url import (
     backend_of,
     mask_url,
@@ -170,6 +171,14 @@ class Store(StoreReads, StoreLeases):
         result: RunInfo = await self._write(CreateRunOp(run))
         return result
 
+    async def write_run_summary(self, run_id: str, summary: Mapping[str, Any]) -> None:
+        """Store ``summary`` (JSON-ready) as the run's, after its final commit.
+
+        :meth:`run_summary` returns it (with histograms the store adds) until a later
+        commit changes the run's counters.
+        """
+        await self._write(WriteRunSummaryOp(run_id, summary))
+
     async def create_session(
         self, run_id: str, *, session_id: str | None = None, user: str | None = None,
         task: Mapping[str, Any] | None = None, parent: str | None = None,
@@ -197,6 +206,7 @@ class Store(StoreReads, StoreLeases):
         state.run_id, state.prefix, state.parent_id = info.run_id, info.n_events, info.parent_id
         state.base = (info.fork_at or 0) if info.parent_id is not None else 0
         state.status, state.reward, state.loaded = info.status, info.reward, True
+        state.metrics = None  # counted afresh from the log of its next commit
 
     async def commit(
         self,
