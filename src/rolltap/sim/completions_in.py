@@ -38,6 +38,7 @@ __all__ = [
     "TokenAnswer",
     "TokenPrompt",
     "answer_tokens",
+    "body_prompt_ids",
     "prompt_ids",
     "stop_strings",
     "text_pieces",
@@ -95,6 +96,11 @@ def prompt_ids(prompt: Any, field: str = "prompt") -> tuple[int, ...]:
     if bad is not None:
         raise BadRequest(f"{field}: token id {bad} is out of the vocabulary (0..{len(VOCAB) - 1})")
     return ids
+
+
+def body_prompt_ids(body: dict[str, Any], config: SimConfig) -> tuple[int, ...]:
+    """The ids of a token route's ``prompt`` (both routes name it so), for the prefix cache."""
+    return prompt_ids(body.get("prompt"))
 
 
 def stop_strings(value: Any, field: str = "stop") -> tuple[str, ...]:

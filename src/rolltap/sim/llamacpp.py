@@ -31,6 +31,7 @@ from rolltap.sim.completions_in import (
     TokenAnswer,
     TokenPrompt,
     answer_tokens,
+    body_prompt_ids,
     prompt_ids,
     stop_strings,
     text_pieces,
@@ -147,4 +148,5 @@ LLAMACPP = Dialect(
     ids={},
     malformed_body=b'{"index": 0, "content": "sim", "tokens": [{not json',
     malformed_event=b"data: {not json\n\n",
+    prompt_ids=body_prompt_ids,
 )

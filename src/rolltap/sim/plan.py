@@ -124,6 +124,9 @@ class Dialect:
     malformed_body: bytes
     #: the ``malformed`` fault: an event that is not JSON, sent after the first
     malformed_event: bytes
+    #: the request's prompt in the simulator's tokens, for the prefix cache and the
+    #: prefill cost (:mod:`rolltap.sim.prefix`); ``None``: the route has no prompt to fill
+    prompt_ids: Callable[[dict[str, Any], SimConfig], tuple[int, ...]] | None = None
     _names: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
