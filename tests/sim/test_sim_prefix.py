@@ -3,6 +3,7 @@ first-token delay they imply, and the per-rollout request counts in ``/stats``."
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 from rolltap.cli import sim_cmd
 from rolltap.sim import SimConfig, Simulator
 from rolltap.sim.content import Prompt, Tool
-from rolltap.sim.prefix import PrefixCache, conversation_ids, prompt_blocks
+from rolltap.sim.prefix import PrefixCache, conversation_ids, prompt_blocks, token_bytes
 from rolltap.sim.vocab import VOCAB
 from sim.simkit import prompt_ids
 
@@ -26,9 +27,9 @@ SYSTEM = {"role": "system", "content": "You are a careful agent. " * 8}
 # -- the cache on its own -------------------------------------------------------------------
 
 
-def ids_of(*runs: tuple[int, int]) -> list[int]:
-    """``(token, count)`` runs as one id list."""
-    return [token for token, count in runs for _ in range(count)]
+def ids_of(*runs: tuple[int, int]) -> bytes:
+    """``(token, count)`` runs as one prompt's token bytes."""
+    return token_bytes([token for token, count in runs for _ in range(count)])
 
 
 def test_blocks_are_full_and_chained_over_their_prefix() -> None:
@@ -94,7 +95,7 @@ def test_a_longer_conversation_starts_with_the_shorter_ones_ids() -> None:
     longer = Prompt(model="m", turns=more, tools=tools)
     head = conversation_ids(short)
     assert conversation_ids(longer)[: len(head)] == head
-    text = VOCAB.decode(head, skip_control=False)
+    text = VOCAB.decode(array("H", head), skip_control=False)
     assert text.startswith('<|im_start|>system\n<tools>[{"name":"search"')
     assert text.endswith("<|im_start|>user\nthe river<|im_end|>\n")
 

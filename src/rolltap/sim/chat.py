@@ -207,7 +207,7 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.streamed(events, first_token=0, token_events=token_events)
 
 
-def _prompt_ids(body: dict[str, Any], config: SimConfig) -> tuple[int, ...]:
+def _prompt_ids(body: dict[str, Any], config: SimConfig) -> bytes:
     return conversation_ids(prompt_for(body, config))
 
 

@@ -31,6 +31,7 @@ import orjson
 
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import WORDS, BadRequest, tool_arguments
+from rolltap.sim.prefix import token_bytes
 from rolltap.sim.vocab import VOCAB
 
 __all__ = [
@@ -98,9 +99,10 @@ def prompt_ids(prompt: Any, field: str = "prompt") -> tuple[int, ...]:
     return ids
 
 
-def body_prompt_ids(body: dict[str, Any], config: SimConfig) -> tuple[int, ...]:
-    """The ids of a token route's ``prompt`` (both routes name it so), for the prefix cache."""
-    return prompt_ids(body.get("prompt"))
+def body_prompt_ids(body: dict[str, Any], config: SimConfig) -> bytes:
+    """The ids of a token route's ``prompt`` (both routes name it so), for the prefix cache
+    (as :data:`~rolltap.sim.prefix.TokenBytes`)."""
+    return token_bytes(prompt_ids(body.get("prompt")))
 
 
 def stop_strings(value: Any, field: str = "stop") -> tuple[str, ...]:

@@ -125,7 +125,7 @@ def count_tokens_plan(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.whole(orjson.dumps({"input_tokens": prompt.prompt_tokens}), latency=False)
 
 
-def _prompt_ids(body: dict[str, Any], config: SimConfig) -> tuple[int, ...]:
+def _prompt_ids(body: dict[str, Any], config: SimConfig) -> bytes:
     return conversation_ids(prompt_for(body))
 
 

@@ -126,7 +126,8 @@ class Dialect:
     malformed_event: bytes
     #: the request's prompt in the simulator's tokens, for the prefix cache and the
     #: prefill cost (:mod:`rolltap.sim.prefix`); ``None``: the route has no prompt to fill
-    prompt_ids: Callable[[dict[str, Any], SimConfig], tuple[int, ...]] | None = None
+    #: (as two bytes per id, see :mod:`rolltap.sim.prefix`)
+    prompt_ids: Callable[[dict[str, Any], SimConfig], bytes] | None = None
     _names: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

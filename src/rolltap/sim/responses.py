@@ -148,7 +148,7 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.whole(body_bytes, tokens=len(answer.tokens))
 
 
-def _prompt_ids(body: dict[str, Any], config: SimConfig) -> tuple[int, ...]:
+def _prompt_ids(body: dict[str, Any], config: SimConfig) -> bytes:
     return conversation_ids(prompt_for(body))
 
 
