@@ -223,3 +223,5 @@ def test_eval_endpoint_flags_become_replicas(
     assert endpoint.replicas == (A, B)
     runner.invoke(app, ["eval", "t.jsonl", "--endpoint", A])
     assert seen[1].endpoint == A
+    runner.invoke(app, ["eval", "t.jsonl", "--endpoint", A, "--endpoint", "pool"])
+    assert seen[2].endpoint == "pool"  # a name given after a URL overrides it, as before

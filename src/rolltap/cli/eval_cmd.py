@@ -102,10 +102,13 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
 
 
 def _endpoint(values: list[str] | None) -> str | list[str] | None:
-    """``--endpoint`` once is a name or a URL; more often, the URLs of replicas."""
+    """``--endpoint`` once is a name or a URL; several URLs are the replicas of one model;
+    otherwise the last one given wins, as it did before replicas."""
     if not values:
         return None
-    return values[0] if len(values) == 1 else values
+    if len(values) > 1 and all(v.startswith(("http://", "https://")) for v in values):
+        return values
+    return values[-1]
 
 
 def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[str, Any] | None:
