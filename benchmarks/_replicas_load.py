@@ -23,7 +23,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from rolltap.clients.replicas import ReplicaSet
+from rolltap.clients.replicas import ReplicaSet, routing_headers
 from rolltap.sim import SimConfig
 from rolltap.sim.chat import prompt_for
 from rolltap.sim.content import WORDS
@@ -77,8 +77,7 @@ class Router(Protocol):
 
 
 def _rollout_headers(rollout: int) -> dict[str, str]:
-    name = f"rollout-{rollout}"
-    return {header: name for header in _ROUTING}
+    return routing_headers(f"rollout-{rollout}")
 
 
 @dataclass

@@ -9,7 +9,13 @@ import aiohttp
 import orjson
 import pytest
 
-from rolltap.clients.replicas import Repin, ReplicaSet, down_reason, replica_label
+from rolltap.clients.replicas import (
+    Repin,
+    ReplicaSet,
+    down_reason,
+    replica_label,
+    routing_headers,
+)
 from rolltap.config import EndpointConfig
 from rolltap.errors import (
     ConfigError,
@@ -140,12 +146,12 @@ async def test_calls_in_flight_break_ties_between_equally_pinned(three: ReplicaS
 
 async def test_pinned_rollouts_weigh_before_calls_in_flight(clock: Clock) -> None:
     two = ReplicaSet([A, B], clock=clock)
-    two.register("r0")  # A
-    async with two.call("r0"), two.call("r0"):
-        # A: 1 pinned, 2 in flight; B: 0 pinned
-        assert two.register("r1") == B
-        # equal pins now: B has nothing in flight
-        assert two.register("r2") == B
+    assert [two.register("r0"), two.register("r1"), two.register("r2")] == [A, B, A]
+    async with two.call("r1"), two.call("r1"):
+        # A: 2 pinned, nothing in flight; B: 1 pinned, 2 calls in flight
+        assert two.register("r3") == B
+        # equal pins now: A has nothing in flight
+        assert two.register("r4") == A
 
 
 async def test_every_call_of_a_rollout_goes_to_its_replica(three: ReplicaSet) -> None:
@@ -517,6 +523,12 @@ def test_unknown_replicas_are_key_errors(three: ReplicaSet) -> None:
 
 
 # -- what counts as down --------------------------------------------------------------------
+
+
+def test_routing_headers_name_the_rollout_three_ways() -> None:
+    assert routing_headers("r-7") == {
+        "X-Rolltap-Rollout": "r-7", "X-Session-ID": "r-7", "X-SMG-Routing-Key": "r-7",
+    }  # fmt: skip
 
 
 def test_replica_label_drops_user_info_only() -> None:

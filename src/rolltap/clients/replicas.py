@@ -48,10 +48,17 @@ __all__ = [
     "ReplicaStats",
     "down_reason",
     "replica_label",
+    "routing_headers",
 ]
 
 # How far down an exception's cause chain down_reason looks.
 _CHAIN_DEPTH = 8
+
+
+def routing_headers(rollout: str) -> dict[str, str]:
+    """The headers naming ``rollout`` on every upstream call, so that a router in front of
+    the replicas (vllm-router's consistent hash, SGLang's router) can pin it too."""
+    return {"X-Rolltap-Rollout": rollout, "X-Session-ID": rollout, "X-SMG-Routing-Key": rollout}
 
 
 def replica_label(url: str) -> str:
@@ -212,9 +219,9 @@ class ReplicaSet:
 
     # -- pinning --------------------------------------------------------------------------
 
-    def _least_loaded(self, exclude: str | None = None) -> ReplicaState | None:
+    def _least_loaded(self) -> ReplicaState | None:
         now = self._clock()
-        up = [r for r in self._replicas.values() if r.url != exclude and r.is_up(now)]
+        up = [r for r in self._replicas.values() if r.is_up(now)]
         return min(up, key=ReplicaState.load, default=None)
 
     def register(self, rollout: str) -> str:
@@ -248,7 +255,7 @@ class ReplicaSet:
         now = self._clock()
         if current.is_up(now):
             return url, None
-        target = self._least_loaded(exclude=url)
+        target = self._least_loaded()  # never the current one: it is down
         if target is None:
             return url, None  # nowhere better: the call goes and fails (or finds it back)
         assert current.down_reason is not None
