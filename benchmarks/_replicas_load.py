@@ -26,8 +26,8 @@ from aiohttp import web
 from rolltap.clients.replicas import ReplicaSet, routing_headers
 from rolltap.sim import SimConfig
 from rolltap.sim.chat import prompt_for
-from rolltap.sim.content import WORDS
-from rolltap.sim.prefix import conversation_ids, prompt_blocks
+from rolltap.sim.content import WORDS, answer_for
+from rolltap.sim.prefix import conversation_tokens, prompt_blocks
 
 __all__ = [
     "SYSTEM",
@@ -179,15 +179,16 @@ async def run_rollouts(
     return calls, histories, time.perf_counter() - start
 
 
-def working_set_blocks(histories: list[list[dict[str, Any]]], block_tokens: int) -> int:
-    """Distinct prompt blocks the run's calls fill: those of each rollout's last prompt
-    (every earlier prompt of a rollout is a prefix of it), shared blocks counted once."""
-    config = SimConfig()
+def working_set_blocks(
+    histories: list[list[dict[str, Any]]], block_tokens: int, config: SimConfig
+) -> int:
+    """Distinct blocks the run's calls fill: those of each rollout's last prompt and answer
+    (every earlier call of a rollout is a prefix of them), shared blocks counted once."""
     blocks: set[int] = set()
     for messages in histories:
-        last_prompt = messages[:-1]  # the final answer is not part of any prompt
-        ids = conversation_ids(prompt_for({"messages": last_prompt}, config))
-        blocks.update(prompt_blocks(ids, block_tokens).hashes)
+        prompt = prompt_for({"messages": messages[:-1]}, config)
+        tokens = conversation_tokens(prompt, answer_for(prompt, config))
+        blocks.update(prompt_blocks(tokens.prompt, block_tokens, tokens.generated).hashes)
     return len(blocks)
 
 

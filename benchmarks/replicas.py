@@ -1,7 +1,8 @@
 """Rollouts pinned to inference replicas vs round-robin: prefix-cache hit rate, TTFT, wall.
 
     python benchmarks/replicas.py [--mode direct|gateway] [--rollouts 96] [--turns 20]
-        [--ttft-ms 20] [--prefill-ms-per-token 0.05] [--block-tokens 16] [--png PATH]
+        [--concurrency N] [--ttft-ms 5] [--prefill-ms-per-token 0.1] [--block-tokens 16]
+        [--png PATH]
 
 Three `rolltap sim` replicas, each its own process with a prefix cache (an LRU of
 --block-tokens-token blocks; see rolltap.sim.prefix) holding half of the whole run's
@@ -9,7 +10,7 @@ working set, sized by a first pass over the same conversations against an in-pro
 simulator (same seed, so the same answers). Time to first token = --ttft-ms + the
 prefill cost per uncached prompt token. --rollouts agents × --turns turns, each turn's
 prompt the whole history (shared system prompt, ~60-token observations, 32-token
-answers), all rollouts at once. Two arms, fresh replicas each, one run:
+answers), all rollouts at once (--concurrency: fewer). Two arms, fresh replicas each, one run:
 
 * --mode direct (works today): the harness posts to the replicas itself. "pinned" routes
   with rolltap.clients.replicas.ReplicaSet client-side, as the gateway will; "round-robin"
@@ -97,10 +98,11 @@ class Arm:
 
 async def size_working_set(args: argparse.Namespace) -> int:
     """Blocks the run fills: the same conversations against an in-process simulator."""
-    async with Simulator(SimConfig(completion_tokens=COMPLETION_TOKENS)) as sim:
+    config = SimConfig(completion_tokens=COMPLETION_TOKENS)
+    async with Simulator(config) as sim:
         router = DirectRoundRobin([sim.base_url])
-        _, histories, _ = await run_rollouts(router, args.rollouts, args.turns, args.rollouts)
-    return working_set_blocks(histories, args.block_tokens)
+        _, histories, _ = await run_rollouts(router, args.rollouts, args.turns, args.concurrency)
+    return working_set_blocks(histories, args.block_tokens, config)
 
 
 @contextmanager
@@ -137,7 +139,7 @@ async def direct_arm(name: str, urls: list[str], args: argparse.Namespace) -> Ar
     router: Router = DirectRoundRobin(bases)
     if name == "pinned":
         router = DirectPinned(ReplicaSet(bases))
-    calls, _, wall = await run_rollouts(router, args.rollouts, args.turns, args.rollouts)
+    calls, _, wall = await run_rollouts(router, args.rollouts, args.turns, args.concurrency)
     return Arm(name, calls, wall, await replica_stats(urls))
 
 
@@ -163,7 +165,7 @@ async def gateway_arm(name: str, urls: list[str], args: argparse.Namespace) -> A
         with rolltap_process(command, admin + "/health") as gateway:
             router = GatewayRouter(await register(admin, args.rollouts))
             cpu = cpu_seconds(gateway)
-            calls, _, wall = await run_rollouts(router, args.rollouts, args.turns, args.rollouts)
+            calls, _, wall = await run_rollouts(router, args.rollouts, args.turns, args.concurrency)
             cpu = cpu_seconds(gateway) - cpu
     return Arm(name, calls, wall, await replica_stats(urls), gateway_cpu_s=cpu)
 
@@ -198,7 +200,8 @@ def verdict(ok: bool) -> str:
 
 
 def print_table(arms: dict[str, Arm], args: argparse.Namespace, capacity: int, ws: int) -> None:
-    print(f"\nmode {args.mode}: {args.rollouts} rollouts × {args.turns} turns, "
+    print(f"\nmode {args.mode}: {args.rollouts} rollouts × {args.turns} turns "
+          f"({args.concurrency} at once), "
           f"{REPLICAS} replicas; working set {ws} blocks of {args.block_tokens} tokens; "
           f"LRU {capacity} blocks per replica (half); TTFT = {args.ttft_ms:g} ms + "
           f"{args.prefill_ms_per_token:g} ms per uncached prompt token")  # fmt: skip
@@ -276,12 +279,14 @@ def main() -> None:
     parser.add_argument("--mode", choices=("direct", "gateway"), default="direct")
     parser.add_argument("--rollouts", type=int, default=96)
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, help="rollouts at once [all]")
     # 5 ms before the first token, 10k uncached tokens/s of prefill: a loaded engine
     parser.add_argument("--ttft-ms", type=float, default=5.0)
     parser.add_argument("--prefill-ms-per-token", type=float, default=0.1)
     parser.add_argument("--block-tokens", type=int, default=16)
     parser.add_argument("--png", type=Path, help="plot TTFT by turn and its CDF here")
     args = parser.parse_args()
+    args.concurrency = args.concurrency or args.rollouts
     ws = asyncio.run(size_working_set(args))
     capacity = max(1, ws // 2)
     arms = {name: run_arm(name, args, capacity) for name in ("round-robin", "pinned")}

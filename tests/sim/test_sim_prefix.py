@@ -15,8 +15,14 @@ from typer.testing import CliRunner
 
 from rolltap.cli import sim_cmd
 from rolltap.sim import SimConfig, Simulator
-from rolltap.sim.content import Prompt, Tool
-from rolltap.sim.prefix import PrefixCache, conversation_ids, prompt_blocks, token_bytes
+from rolltap.sim.content import Prompt, Tool, answer_for
+from rolltap.sim.prefix import (
+    PrefixCache,
+    conversation_ids,
+    conversation_tokens,
+    prompt_blocks,
+    token_bytes,
+)
 from rolltap.sim.vocab import VOCAB
 from sim.simkit import prompt_ids
 
@@ -35,6 +41,9 @@ def ids_of(*runs: tuple[int, int]) -> bytes:
 def test_blocks_are_full_and_chained_over_their_prefix() -> None:
     blocks = prompt_blocks(ids_of((1, 16), (2, 16), (3, 8)), BLOCK)
     assert (len(blocks.hashes), blocks.tokens) == (2, 40)  # the partial block is not one
+    with_answer = prompt_blocks(ids_of((1, 16), (2, 16), (3, 8)), BLOCK, ids_of((4, 24)))
+    assert with_answer.hashes[:2] == blocks.hashes
+    assert (len(with_answer.hashes), with_answer.prompt_blocks, with_answer.tokens) == (4, 2, 40)
     other = prompt_blocks(ids_of((9, 16), (2, 16)), BLOCK)
     assert other.hashes[1] != blocks.hashes[1]  # same tokens, another prefix
     assert prompt_blocks(ids_of((1, 16), (2, 16)), BLOCK).hashes == blocks.hashes
@@ -73,6 +82,16 @@ def test_least_recently_used_prompts_go_first() -> None:
     assert cache.lookup(old) == 0
 
 
+def test_generated_blocks_are_cached_but_not_looked_up() -> None:
+    cache = PrefixCache(capacity=8, block_tokens=BLOCK)
+    answered = prompt_blocks(ids_of((1, 16)), BLOCK, ids_of((2, 32)))
+    assert cache.lookup(answered) == 0
+    assert len(cache) == 3
+    assert cache.lookup(answered) == 16  # only the prompt's own block counts as a hit
+    next_turn = prompt_blocks(ids_of((1, 16), (2, 32), (5, 16)), BLOCK)
+    assert cache.lookup(next_turn) == 48
+
+
 def test_a_prompt_longer_than_the_cache_keeps_its_head() -> None:
     cache = PrefixCache(capacity=2, block_tokens=BLOCK)
     five = prompt_blocks(ids_of((1, 16), (2, 16), (3, 16), (4, 16), (5, 16)), BLOCK)
@@ -86,6 +105,17 @@ def test_no_capacity_caches_nothing() -> None:
     blocks = prompt_blocks(ids_of((1, 64)), BLOCK)
     assert cache.lookup(blocks) == cache.lookup(blocks) == 0
     assert len(cache) == 0
+
+
+def test_a_text_answer_is_cached_as_generated_and_a_tool_call_is_not() -> None:
+    config = SimConfig(completion_tokens=4)
+    prompt = Prompt(model="m", turns=(("user", "the river"),))
+    tokens = conversation_tokens(prompt, answer_for(prompt, config))
+    assert tokens.prompt.endswith(token_bytes(VOCAB.encode("<|im_start|>assistant\n")))
+    generated = VOCAB.decode(array("H", tokens.generated), skip_control=False)
+    assert generated == answer_for(prompt, config).text + "<|im_end|>"
+    tools = Prompt(model="m", turns=prompt.turns, tools=(Tool("search", None),))
+    assert conversation_tokens(tools, answer_for(tools, config)).generated == b""
 
 
 def test_a_longer_conversation_starts_with_the_shorter_ones_ids() -> None:
@@ -125,7 +155,7 @@ def cached_tokens(headers: dict[str, str]) -> tuple[int, int]:
     return int(headers["x-sim-cached-tokens"]), int(headers["x-sim-prompt-tokens"])
 
 
-async def test_each_turn_hits_the_history_the_last_one_prefilled(
+async def test_each_turn_hits_the_history_and_answer_of_the_last(
     cached: Simulator, session: aiohttp.ClientSession
 ) -> None:
     url = cached.base_url + "/chat/completions"
@@ -134,10 +164,15 @@ async def test_each_turn_hits_the_history_the_last_one_prefilled(
     hit, first = cached_tokens(headers)
     assert hit == 0
     assert float(headers["x-sim-ttft-ms"]) == pytest.approx(5 + first * 0.01)
-    messages += [answer["choices"][0]["message"], {"role": "user", "content": "And then?"}]
+    reply = answer["choices"][0]["message"]
+    messages += [reply, {"role": "user", "content": "And then?"}]
     _, headers = await post(session, url, {"model": "m", "messages": messages})
     hit, second = cached_tokens(headers)
-    assert hit == first // BLOCK * BLOCK  # every full block of the first prompt
+    # the first prompt (which ended with the generation prompt) and the answer it
+    # generated, TEXT<|im_end|>, are the start of the second prompt: their full blocks hit
+    generated = len(VOCAB.encode(reply["content"] + "<|im_end|>"))
+    assert hit == (first + generated) // BLOCK * BLOCK
+    assert hit > first // BLOCK * BLOCK  # more than the prompt alone
     assert second > first
     assert float(headers["x-sim-ttft-ms"]) == pytest.approx(5 + (second - hit) * 0.01)
     stats = cached.stats
@@ -183,6 +218,19 @@ async def test_token_prompts_are_cached_as_sent(
     assert cached_tokens(headers)[0] == len(ids) // BLOCK * BLOCK
     _, headers = await post(session, cached.url + "/completion", {"prompt": ids})
     assert cached_tokens(headers) == (len(ids) // BLOCK * BLOCK, len(ids))
+
+
+async def test_sampled_ids_are_cached_for_the_next_turn(
+    cached: Simulator, session: aiohttp.ClientSession
+) -> None:
+    # a token client sends the ids it was given back in the next prompt: they hit
+    ids = prompt_ids("<|im_start|>user\n" + "a quiet green valley " * 9)
+    url = cached.base_url + "/completions"
+    answer, _ = await post(session, url, {"model": "m", "prompt": ids, "return_token_ids": True})
+    sampled = answer["choices"][0]["token_ids"]
+    turn = [*ids, *sampled, *prompt_ids("\n<|im_start|>user\nmore<|im_end|>\n")]
+    _, headers = await post(session, url, {"model": "m", "prompt": turn})
+    assert cached_tokens(headers) == ((len(ids) + len(sampled)) // BLOCK * BLOCK, len(turn))
 
 
 async def test_counting_tokens_fills_no_cache(

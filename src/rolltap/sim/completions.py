@@ -29,7 +29,7 @@ from rolltap.sim.completions_in import (
     TokenAnswer,
     TokenPrompt,
     answer_tokens,
-    body_prompt_ids,
+    cache_tokens,
     prompt_ids,
     stop_strings,
     text_pieces,
@@ -220,5 +220,5 @@ COMPLETIONS = Dialect(
     ids={"id": "cmpl-sim-"},
     malformed_body=b'{"id": "cmpl-sim", "object": "text_completion", "choices": [{not json',
     malformed_event=b"data: {not json\n\n",
-    prompt_ids=body_prompt_ids,
+    prompt_tokens=lambda body, config: cache_tokens(_read(body, config)[0], config),
 )

@@ -31,7 +31,7 @@ import orjson
 
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import WORDS, BadRequest, tool_arguments
-from rolltap.sim.prefix import token_bytes
+from rolltap.sim.prefix import PromptTokens, token_bytes
 from rolltap.sim.vocab import VOCAB
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "TokenAnswer",
     "TokenPrompt",
     "answer_tokens",
-    "body_prompt_ids",
+    "cache_tokens",
     "prompt_ids",
     "stop_strings",
     "text_pieces",
@@ -99,10 +99,9 @@ def prompt_ids(prompt: Any, field: str = "prompt") -> tuple[int, ...]:
     return ids
 
 
-def body_prompt_ids(body: dict[str, Any], config: SimConfig) -> bytes:
-    """The ids of a token route's ``prompt`` (both routes name it so), for the prefix cache
-    (as :data:`~rolltap.sim.prefix.TokenBytes`)."""
-    return token_bytes(prompt_ids(body.get("prompt")))
+def cache_tokens(prompt: TokenPrompt, config: SimConfig) -> PromptTokens:
+    """A token request's ids for the prefix cache: the prompt, then the sampled ids."""
+    return PromptTokens(token_bytes(prompt.ids), token_bytes(answer_tokens(prompt, config).ids))
 
 
 def stop_strings(value: Any, field: str = "stop") -> tuple[str, ...]:

@@ -155,9 +155,10 @@ class Handler:
             try:
                 plan = dialect.plan(body, config)
                 blocks = None
-                if config.counts_prompts and dialect.prompt_ids is not None and plan.latency:
-                    ids = dialect.prompt_ids(body, config)
-                    blocks = prompt_blocks(ids, config.prefix_block_tokens)
+                if config.counts_prompts and dialect.prompt_tokens is not None and plan.latency:
+                    tokens = dialect.prompt_tokens(body, config)
+                    size = config.prefix_block_tokens
+                    blocks = prompt_blocks(tokens.prompt, size, tokens.generated)
             except BadRequest as exc:
                 raise _Refused(dialect.error(400, str(exc), "invalid_request", headers)) from None
             planned = _Planned(plan, blocks)

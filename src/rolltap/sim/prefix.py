@@ -6,15 +6,21 @@ and for the conversation routes the ``(role, text)`` turns rendered ChatML-style
 (``<|im_start|>ROLE\\nTEXT<|im_end|>\\n``, tools first as a system turn) and encoded. Each
 full block is named by a hash chained over every block before it, so a block hits only
 when the whole prefix up to its end was seen; a trailing partial block is never cached.
-Prompts are held as :data:`TokenBytes` (two bytes per id), and each turn's encoding is
-remembered (bounded), so an agent's growing history costs the encoding of its new turns.
+As vLLM and SGLang do, the ids a request generates are cached after its prompt: for the
+conversation routes the prompt ends with the generation prompt ``<|im_start|>assistant\\n``
+and a text answer is ``TEXT<|im_end|>``, so the next turn, whose history renders that
+answer, hits it too (a tool call renders differently and is not cached); the token routes
+cache the sampled ids, which a token client sends back as they are. Prompts are held as
+:data:`TokenBytes` (two bytes per id), and each turn's encoding is remembered (bounded),
+so an agent's growing history costs the encoding of its new turns.
 
-A lookup counts the leading blocks that hit, then records every block of the prompt as
-most recently used. Blocks are touched from the last to the first, so that among one
-prompt's blocks the tail is evicted first and a cached prefix shrinks from its end
-instead of losing its start (vLLM frees a sequence's blocks in that order too). Blocks are
-cached when the request is admitted, not when its prefill would end: two concurrent
-requests with one new prefix both count it as a hit after the first (a simplification).
+A lookup counts the prompt's leading blocks that hit, then records every block of the
+prompt and of the answer as most recently used. Blocks are touched from the last to the
+first, so that among one request's blocks the tail is evicted first and a cached prefix
+shrinks from its end instead of losing its start (vLLM frees a sequence's blocks in that
+order too). Blocks are cached when the request is admitted, not when its prefill or its
+generation would end: two concurrent requests with one new prefix both count it as a hit
+after the first (a simplification).
 """
 
 from __future__ import annotations
@@ -26,14 +32,16 @@ from dataclasses import dataclass
 
 import orjson
 
-from rolltap.sim.content import Prompt
+from rolltap.sim.content import Answer, Prompt
 from rolltap.sim.vocab import VOCAB
 
 __all__ = [
     "PrefixCache",
     "PromptBlocks",
+    "PromptTokens",
     "TokenBytes",
     "conversation_ids",
+    "conversation_tokens",
     "prompt_blocks",
     "token_bytes",
 ]
@@ -46,10 +54,21 @@ _TURNS_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """What one request puts through the cache: the prompt it prefills, then the ids it
+    generates."""
+
+    prompt: TokenBytes
+    generated: TokenBytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class PromptBlocks:
-    """A prompt as the cache sees it: its chained block hashes and its length in tokens."""
+    """A request as the cache sees it: the chained hashes of the full blocks of its prompt
+    and generated ids, how many of them the prompt fills, and the prompt's tokens."""
 
     hashes: tuple[int, ...]
+    prompt_blocks: int
     tokens: int
 
 
@@ -58,15 +77,17 @@ def token_bytes(ids: Sequence[int]) -> TokenBytes:
     return array("H", ids).tobytes()
 
 
-def prompt_blocks(ids: TokenBytes, block_tokens: int) -> PromptBlocks:
-    """Chain-hash the full blocks of ``ids`` (hashes are only compared within a process)."""
+def prompt_blocks(ids: TokenBytes, block_tokens: int, generated: TokenBytes = b"") -> PromptBlocks:
+    """Chain-hash the full blocks of ``ids`` then ``generated`` (hashes are only compared
+    within a process)."""
     hashes: list[int] = []
     previous = 0
     size = block_tokens * _ID_BYTES
-    for start in range(0, len(ids) - size + 1, size):
-        previous = hash((previous, ids[start : start + size]))
+    sequence = ids + generated
+    for start in range(0, len(sequence) - size + 1, size):
+        previous = hash((previous, sequence[start : start + size]))
         hashes.append(previous)
-    return PromptBlocks(tuple(hashes), len(ids) // _ID_BYTES)
+    return PromptBlocks(tuple(hashes), len(ids) // size, len(ids) // _ID_BYTES)
 
 
 class _TurnIds:
@@ -92,6 +113,18 @@ class _TurnIds:
 
 
 _turn_ids = _TurnIds(_TURNS_BYTES)
+
+
+_GENERATION_PROMPT = token_bytes(VOCAB.encode("<|im_start|>assistant\n"))
+
+
+def conversation_tokens(prompt: Prompt, answer: Answer) -> PromptTokens:
+    """A conversation request's tokens: its turns and the generation prompt, then the text
+    answer as ``TEXT<|im_end|>`` (nothing for a tool call)."""
+    generated = b""
+    if answer.tool_name is None:
+        generated = token_bytes(VOCAB.encode(answer.text + "<|im_end|>"))
+    return PromptTokens(conversation_ids(prompt) + _GENERATION_PROMPT, generated)
 
 
 def conversation_ids(prompt: Prompt) -> TokenBytes:
@@ -121,9 +154,10 @@ class PrefixCache:
         return len(self._blocks)
 
     def lookup(self, blocks: PromptBlocks) -> int:
-        """Tokens of ``blocks`` already cached as a prefix; caches the rest (see module)."""
+        """Prompt tokens of ``blocks`` already cached as a prefix; caches the rest, and the
+        generated blocks (see the module)."""
         hits = 0
-        for block in blocks.hashes:
+        for block in blocks.hashes[: blocks.prompt_blocks]:
             if block not in self._blocks:
                 break
             hits += 1
