@@ -87,6 +87,21 @@ class Arm:
         return quantile(modeled, q) * 1e3 if len(modeled) == len(self.calls) else None
 
     @property
+    def same_replica_share(self) -> float | None:
+        """Of the calls after a rollout's first, those on its previous call's replica
+        (known in direct mode): 1/3 means no affinity at all, 1 pinned."""
+        last: dict[int, str] = {}
+        same = later = 0
+        for call in sorted(self.calls, key=lambda c: (c.rollout, c.turn)):
+            if not call.replica:
+                return None
+            if call.rollout in last:
+                later += 1
+                same += last[call.rollout] == call.replica
+            last[call.rollout] = call.replica
+        return same / later if later else None
+
+    @property
     def split_rollouts(self) -> int:
         """Rollouts whose calls reached more than one replica."""
         seen: dict[str, int] = {}
@@ -217,6 +232,10 @@ def print_table(arms: dict[str, Arm], args: argparse.Namespace, capacity: int, w
               f"{arm.split_rollouts:>6} {sessions:>12}")  # fmt: skip
     print("(TTFT in ms at the harness; modeled: p50/p99 of the replicas' own first-token "
           "delay, without this machine's CPU queueing; split: rollouts on > 1 replica)")
+    for arm in arms.values():
+        share = arm.same_replica_share
+        if share is not None:
+            print(f"{arm.name}: {share:.0%} of calls on the replica of the rollout's previous call")
     for arm in arms.values():
         gateway = "" if arm.gateway_cpu_s is None else f", gateway {arm.gateway_cpu_s:.2f}"
         print(f"CPU s, {arm.name}: harness {arm.harness_cpu_s:.2f}, "
