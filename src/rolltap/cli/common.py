@@ -31,6 +31,7 @@ __all__ = [
     "OtelContentOpt",
     "OtelOpt",
     "UntilSignalled",
+    "address_fields",
     "console",
     "endpoint_from_flags",
     "err_console",
@@ -100,6 +101,12 @@ def fail(err: RolltapError) -> NoReturn:
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def address_fields(urls: list[str]) -> dict[str, Any]:
+    """An endpoint's address from ``--endpoint`` given once (``base_url``) or more
+    (``replicas``: rollouts are pinned to one of them)."""
+    return {"base_url": urls[0]} if len(urls) == 1 else {"replicas": urls}
 
 
 def endpoint_from_flags(**fields: Any) -> EndpointConfig:

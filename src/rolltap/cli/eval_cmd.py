@@ -101,6 +101,16 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
         )  # fmt: skip
 
 
+def _endpoint(values: list[str] | None) -> str | list[str] | None:
+    """``--endpoint`` once is a name or a URL; several URLs are the replicas of one model;
+    otherwise the last one given wins, as it did before replicas."""
+    if not values:
+        return None
+    if len(values) > 1 and all(v.startswith(("http://", "https://")) for v in values):
+        return values
+    return values[-1]
+
+
 def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[str, Any] | None:
     sampling: dict[str, Any] = {}
     if temperature is not None:
@@ -118,7 +128,11 @@ def eval_command(
     ] = None,
     cmd: Annotated[str | None, typer.Option(help="Run this shell command as the harness")] = None,
     endpoint: Annotated[
-        str | None, typer.Option(help="Upstream URL or \\[endpoints] name; omitted: local model")
+        list[str] | None,
+        typer.Option(
+            help="Upstream URL or \\[endpoints] name; repeat with URLs for the replicas of"
+            " one model (each rollout pinned to one); omitted: local model"
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Env var with the API key")] = None,
@@ -163,7 +177,8 @@ def eval_command(
 ) -> None:
     """Run a harness over a task set: N tasks × R rollouts, C at once, all events kept."""
     flags = {
-        "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": endpoint, "model": model,
+        "tasks": tasks, "harness": harness, "cmd": cmd, "endpoint": _endpoint(endpoint),
+        "model": model,
         "api_key_env": api_key_env, "n": n, "r": r, "c": c, "dialect": dialect,
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,

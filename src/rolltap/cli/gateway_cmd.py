@@ -16,6 +16,7 @@ from rolltap.cli.common import (
     OtelContentOpt,
     OtelOpt,
     UntilSignalled,
+    address_fields,
     console,
     endpoint_from_flags,
     print_error,
@@ -98,7 +99,8 @@ async def _run_gateway(
     ):
         if tracer is not None:
             console.print("tracing: OpenTelemetry spans exported over OTLP/HTTP")
-        console.print(f"gateway admin API: {gateway.admin_url}  (upstream {endpoint.base_url})")
+        upstream = ", ".join(endpoint.replica_urls)
+        console.print(f"gateway admin API: {gateway.admin_url}  (upstream {upstream})")
         if gateway.admin_token_generated:
             console.print(
                 f"admin token: {gateway.admin_token}  (set ROLLTAP_ADMIN_TOKEN to fix it)"
@@ -117,10 +119,10 @@ async def _run_gateway(
 
 def gateway(
     endpoint: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="Upstream base URL (e.g. http://127.0.0.1:8080/v1); "
-            "omitted: start the built-in local model"
+            help="Upstream base URL (e.g. http://127.0.0.1:8080/v1); repeat for the replicas"
+            " of one model (each rollout pinned to one); omitted: start the built-in local model"
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
@@ -151,14 +153,14 @@ def gateway(
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
     ep = None
-    if endpoint is None and dialect is not None:
+    if not endpoint and dialect is not None:
         # the built-in local model is llama-server, which rolltap drives as chat only
         raise typer.BadParameter("--dialect needs --endpoint", param_hint="--dialect")
-    if endpoint is not None:
+    if endpoint:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         ep = endpoint_from_flags(
-            base_url=endpoint,
+            **address_fields(endpoint),
             model=model,
             api_key_env=api_key_env,
             dialect=_DIALECT[dialect or UpstreamDialect.chat],

@@ -13,6 +13,7 @@ from rolltap.cli.common import (
     EXIT_OK,
     OtelContentOpt,
     OtelOpt,
+    address_fields,
     console,
     endpoint_from_flags,
     print_error,
@@ -66,8 +67,11 @@ async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
 
 def serve(
     endpoint: Annotated[
-        str | None,
-        typer.Option(help="Upstream base URL; omitted (and no --config): the built-in local model"),
+        list[str] | None,
+        typer.Option(
+            help="Upstream base URL; repeat for the replicas of one model (each rollout pinned"
+            " to one); omitted (and no --config): the built-in local model"
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
     api_key_env: Annotated[
@@ -110,11 +114,11 @@ def serve(
         "allow_harness": allow_harness or None,
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
-    if endpoint is not None:
+    if endpoint:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         values["endpoints"] = [
-            endpoint_from_flags(base_url=endpoint, model=model, api_key_env=api_key_env)
+            endpoint_from_flags(**address_fields(endpoint), model=model, api_key_env=api_key_env)
         ]
     run_async(_serve(values, config))
 

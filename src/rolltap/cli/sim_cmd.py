@@ -35,6 +35,11 @@ _HELP = "\n\n".join(
         " --fault malformed@0.02 --fault reset@0.01",
         "Per request, the header x-sim-fault: SPEC injects one fault instead of --fault, and"
         " x-sim-gate: NAME holds the request at a gate.",
+        "Prefix cache: --prefix-cache-blocks N keeps an LRU of N blocks of"
+        " --prefix-block-tokens prompt tokens (the simulator's own tokens); the time to first"
+        " token is --ttft-ms plus --prefill-ms-per-token for each prompt token not cached."
+        " GET /stats reports hit and missed tokens, and requests per X-Rolltap-Rollout,"
+        " X-Session-ID and X-SMG-Routing-Key value.",
     ]
 )
 
@@ -74,6 +79,15 @@ def sim(
         typer.Option(help="Inject a fault, KIND\\[=ARG]\\[@PROB]; repeatable (see above)."),
     ] = None,
     model: Annotated[str, typer.Option(help="Model name listed by /v1/models.")] = "sim-model",
+    prefill_ms_per_token: Annotated[
+        float, typer.Option(help="First-token delay per uncached prompt token, ms.", min=0)
+    ] = 0.0,
+    prefix_cache_blocks: Annotated[
+        int, typer.Option(help="Prefix cache size in blocks; 0 = no cache.", min=0)
+    ] = 0,
+    prefix_block_tokens: Annotated[
+        int, typer.Option(help="Prompt tokens per prefix-cache block.", min=1)
+    ] = 16,
 ) -> None:
     """Run the simulator in the foreground."""
     try:
@@ -87,6 +101,9 @@ def sim(
         completion_tokens=completion_tokens,
         faults=faults,
         model=model,
+        prefill_ms_per_token=prefill_ms_per_token,
+        prefix_cache_blocks=prefix_cache_blocks,
+        prefix_block_tokens=prefix_block_tokens,
     )
     try:
         asyncio.run(run_sim(config, host, port, on_ready=_print_ready))

@@ -7,6 +7,18 @@ stored and compared freely. The resolved credential only enters the SHA-256 iden
 >>> cfg = EndpointConfig(base_url="http://127.0.0.1:8080/v1", model="gemma")
 >>> len(cfg.identity(credential=None))
 64
+
+An endpoint names its address as ``base_url`` or, for several inference replicas of one
+model, as ``replicas`` (exactly one of the two). With replicas, ``base_url`` reads as the
+first replica, so code that knows one address keeps working (and sends everything there);
+:attr:`EndpointConfig.replica_urls` and :meth:`EndpointConfig.for_replica` are the
+replica-aware view. Serialized, the endpoint holds only the one it was given.
+
+>>> two = EndpointConfig(replicas=["http://a:8000/v1", "http://b:8000/v1"], model="m")
+>>> two.base_url, two.for_replica("http://b:8000/v1").base_url
+('http://a:8000/v1', 'http://b:8000/v1')
+>>> "base_url" in two.model_dump()
+False
 """
 
 from __future__ import annotations
@@ -17,11 +29,26 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rolltap.errors import ConfigError
 
 __all__ = ["ClientKind", "Dialect", "EndpointConfig", "Timeouts"]
+
+
+def _checked_url(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(f"{field} must start with http:// or https://")
+    return value.rstrip("/")
+
 
 Dialect = Literal["chat", "messages", "responses"]
 ClientKind = Literal["relay", "tokens"]
@@ -44,7 +71,14 @@ class EndpointConfig(BaseModel):
 
     name: str = "default"
     dialect: Dialect = "chat"
-    base_url: str
+    #: the upstream's address; with ``replicas`` given instead, the first replica
+    base_url: str = ""
+    #: several inference replicas of one model, instead of ``base_url``: each rollout is
+    #: pinned to one of them (rolltap.clients.replicas)
+    replicas: tuple[str, ...] = ()
+    #: a replica that refused a connection, or did not accept one within
+    #: ``timeouts.connect``, gets no new rollouts for this long
+    replica_cooloff_s: float = Field(default=10.0, gt=0)
     model: str
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -67,12 +101,65 @@ class EndpointConfig(BaseModel):
     #: tokens besides the tokenizer's EOS that end a turn (e.g. Gemma's ``<end_of_turn>``)
     eos_tokens: tuple[str, ...] = ()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_address(cls, data: Any) -> Any:
+        """Exactly one of ``base_url`` and ``replicas``; with replicas, ``base_url`` is the
+        first of them."""
+        if not isinstance(data, dict):
+            return data
+        base_url, replicas = data.get("base_url"), data.get("replicas")
+        if base_url is not None and replicas is not None:
+            raise ValueError("give either base_url or replicas, not both")
+        if base_url is None and replicas is None:
+            raise ValueError("give base_url (one URL) or replicas (a list of URLs)")
+        if replicas is None:
+            return data
+        if isinstance(replicas, str) or not isinstance(replicas, list | tuple):
+            raise ValueError("replicas must be a list of URLs")
+        if not replicas:
+            raise ValueError("replicas must list at least one URL")
+        return {**data, "base_url": replicas[0]}
+
     @field_validator("base_url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("base_url must start with http:// or https://")
-        return value.rstrip("/")
+        return _checked_url("base_url", value)
+
+    @field_validator("replicas")
+    @classmethod
+    def _check_replicas(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        urls = tuple(_checked_url("replicas", url) for url in value)
+        if len(set(urls)) != len(urls):
+            raise ValueError("replicas must not repeat a URL")
+        return urls
+
+    @model_serializer(mode="wrap")
+    def _dump_one_address(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only the field the endpoint was given, so a dump validates back; an endpoint
+        # without replicas dumps as it did before they existed (same identity digest).
+        data: dict[str, Any] = handler(self)
+        if self.replicas:
+            data.pop("base_url", None)
+        else:
+            data.pop("replicas", None)
+            data.pop("replica_cooloff_s", None)
+        return data
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """The replicas, or ``(base_url,)`` for an endpoint without them."""
+        return self.replicas or (self.base_url,)
+
+    def for_replica(self, url: str) -> EndpointConfig:
+        """This endpoint at one of its replicas only: what that replica's model client
+        is built from (and keyed by, in the pool)."""
+        if url not in self.replica_urls:
+            raise ConfigError(f"endpoint {self.name!r} has no such replica")
+        fields = self.model_dump()
+        fields.pop("replicas", None)
+        fields.pop("replica_cooloff_s", None)
+        return EndpointConfig.model_validate({**fields, "base_url": url})
 
     @model_validator(mode="after")
     def _check_client(self) -> EndpointConfig:

@@ -276,7 +276,7 @@ async def evaluate(
     tasks: str | Path | Sequence[Task],
     *,
     harness: str | Harness = "chat",
-    endpoint: EndpointConfig | str | None = None,
+    endpoint: EndpointConfig | str | list[str] | None = None,
     n: int | None = None,
     r: int = 1,
     c: int = 16,
@@ -293,8 +293,9 @@ async def evaluate(
 ) -> RunResult:
     """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
 
-    ``endpoint`` is an :class:`EndpointConfig`, a base URL, or ``None`` to start the
-    built-in local model. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
+    ``endpoint`` is an :class:`EndpointConfig`, a base URL, a list of replica URLs (each
+    rollout pinned to one), or ``None`` to start the built-in local model; URLs are kept
+    in the run's config, for :func:`resume`. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
     ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
@@ -305,7 +306,7 @@ async def evaluate(
     config = RunConfig(
         name=name, tasks=str(tasks) if from_file else None, n=n, r=r, c=c,
         harness=harness if isinstance(harness, str) else _qualname(harness),
-        endpoint=endpoint if isinstance(endpoint, str) else None,
+        endpoint=None if isinstance(endpoint, EndpointConfig) else endpoint,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
         client=client, otel=otel, otel_content=otel_content,
         store=store, store_unavailable_timeout_s=store_unavailable_timeout_s,

@@ -6,12 +6,13 @@ harness = "chat"              # or "module:function"; or cmd = "python agent.py"
 n = 8                         # first N tasks (default: all)
 r = 1                         # rollouts per task
 c = 16                        # rollouts at once
-endpoint = "local"            # a name from [endpoints], a URL, or omitted: the local model
+endpoint = "local"            # a name from [endpoints], a URL, or omitted: the local model;
+                              # a list of URLs: replicas of one model (rollouts pinned)
 rewards = ["prefix", "contains=0.5"]
 store_unavailable_timeout_s = 300   # the database may be away this long; then the run stops
 
 [endpoints.local]
-base_url = "http://127.0.0.1:8080/v1"
+base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "http://h2:8000/v1"]
 model = "gemma"
 api_key_env = "MY_KEY"
 
@@ -70,11 +71,14 @@ class RunConfig(BaseModel):
     c: int = Field(default=16, gt=0)
     shuffle: bool = False
     seed: int = 0
-    endpoint: str | None = None
+    #: an [endpoints] name, a URL, or several URLs (the replicas of one model)
+    endpoint: str | list[str] | None = None
     model: str | None = None
     api_key_env: str | None = None
     endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_inflight: int | None = Field(default=None, gt=0)
+    #: how long a replica that refused connections gets no new rollouts (the endpoint's)
+    replica_cooloff_s: float | None = Field(default=None, gt=0)
     #: the upstream's API, and the client kind (see EndpointConfig); None: the endpoint's
     dialect: Literal["chat", "messages", "responses"] | None = None
     client: Literal["relay", "tokens"] | None = None
@@ -106,7 +110,9 @@ class RunConfig(BaseModel):
         if self.endpoint is None:
             return None
         fields: dict[str, Any]
-        if self.endpoint in self.endpoints:
+        if isinstance(self.endpoint, list):
+            fields = {**_replica_urls(self.endpoint), "model": self.model or "default"}
+        elif self.endpoint in self.endpoints:
             fields = {"name": self.endpoint, **self.endpoints[self.endpoint]}
         elif self.endpoint.startswith(("http://", "https://")):
             fields = {"base_url": self.endpoint, "model": self.model or "default"}
@@ -116,7 +122,9 @@ class RunConfig(BaseModel):
             fields["model"] = self.model
         if self.api_key_env is not None:
             fields["api_key_env"] = self.api_key_env
-        for name in ("max_inflight", "dialect", "client", "tokenizer", "completions_api"):
+        overridden = ("max_inflight", "replica_cooloff_s", "dialect", "client", "tokenizer",
+                      "completions_api")  # fmt: skip
+        for name in overridden:
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)
         try:
@@ -125,11 +133,24 @@ class RunConfig(BaseModel):
             raise ConfigError(f"endpoint {self.endpoint!r}: {describe_errors(exc)}") from exc
 
 
+def _replica_urls(urls: list[str]) -> dict[str, Any]:
+    """The address fields of an endpoint given as a list of URLs: one is ``base_url``."""
+    if not urls:
+        raise ConfigError("endpoint: an empty list names no URL")
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"endpoint: {url!r} is not a URL (several endpoints are the replicas of one,"
+                " given by URL; name one [endpoints] table instead)"
+            )
+    return {"base_url": urls[0]} if len(urls) == 1 else {"replicas": list(urls)}
+
+
 #: the ``rolltap eval`` flag of each field whose flag is not ``--field-name``
 _FLAGS = {
     "n": "-n", "r": "-r", "c": "-c", "rewards": "--reward",
     "limits.timeout_s": "--timeout", "sampling.max_tokens": "--sample-max-tokens",
-    "base_url": "--endpoint",
+    "base_url": "--endpoint", "replicas": "--endpoint",
 }  # fmt: skip
 
 

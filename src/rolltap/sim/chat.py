@@ -19,6 +19,7 @@ from rolltap.sim.content import (
     text_of,
 )
 from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
+from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.wire import error_response
 
 __all__ = ["CHAT", "plan_for", "prompt_for"]
@@ -206,6 +207,11 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.streamed(events, first_token=0, token_events=token_events)
 
 
+def _prompt_tokens(body: dict[str, Any], config: SimConfig) -> PromptTokens:
+    prompt = prompt_for(body, config)
+    return conversation_tokens(prompt, answer_for(prompt, config))
+
+
 #: The chat-completions dialect, served at ``POST /v1/chat/completions``.
 CHAT = Dialect(
     name="chat",
@@ -214,4 +220,5 @@ CHAT = Dialect(
     ids={"id": "chatcmpl-sim-", "call": "call_sim_"},
     malformed_body=b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{not json',
     malformed_event=b"data: {not json\n\n",
+    prompt_tokens=_prompt_tokens,
 )

@@ -29,6 +29,7 @@ from rolltap.sim.completions_in import (
     TokenAnswer,
     TokenPrompt,
     answer_tokens,
+    cache_tokens,
     prompt_ids,
     stop_strings,
     text_pieces,
@@ -219,4 +220,5 @@ COMPLETIONS = Dialect(
     ids={"id": "cmpl-sim-"},
     malformed_body=b'{"id": "cmpl-sim", "object": "text_completion", "choices": [{not json',
     malformed_event=b"data: {not json\n\n",
+    prompt_tokens=lambda body, config: cache_tokens(_read(body, config)[0], config),
 )

@@ -31,6 +31,7 @@ import orjson
 
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import WORDS, BadRequest, tool_arguments
+from rolltap.sim.prefix import PromptTokens, token_bytes
 from rolltap.sim.vocab import VOCAB
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "TokenAnswer",
     "TokenPrompt",
     "answer_tokens",
+    "cache_tokens",
     "prompt_ids",
     "stop_strings",
     "text_pieces",
@@ -95,6 +97,11 @@ def prompt_ids(prompt: Any, field: str = "prompt") -> tuple[int, ...]:
     if bad is not None:
         raise BadRequest(f"{field}: token id {bad} is out of the vocabulary (0..{len(VOCAB) - 1})")
     return ids
+
+
+def cache_tokens(prompt: TokenPrompt, config: SimConfig) -> PromptTokens:
+    """A token request's ids for the prefix cache: the prompt, then the sampled ids."""
+    return PromptTokens(token_bytes(prompt.ids), token_bytes(answer_tokens(prompt, config).ids))
 
 
 def stop_strings(value: Any, field: str = "stop") -> tuple[str, ...]:

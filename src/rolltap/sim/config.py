@@ -130,8 +130,16 @@ class SimConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     seed: int = 0
-    #: delay before the first byte of a response, in milliseconds
+    #: delay before the first byte of a response, in milliseconds (the base of the time to
+    #: first token; ``prefill_ms_per_token`` adds to it)
     ttft_ms: float = Field(default=0.0, ge=0.0)
+    #: prefill cost: milliseconds added to the time to first token per prompt token that
+    #: misses the prefix cache (every token when there is none); 0: prompts cost nothing
+    prefill_ms_per_token: float = Field(default=0.0, ge=0.0)
+    #: the prefix cache's size in blocks (an LRU, see :mod:`rolltap.sim.prefix`); 0: none
+    prefix_cache_blocks: int = Field(default=0, ge=0)
+    #: prompt tokens per cache block (vLLM's default block size is 16)
+    prefix_block_tokens: int = Field(default=16, gt=0)
     #: token pacing after the first token; 0 means unlimited
     tokens_per_s: float = Field(default=0.0, ge=0.0)
     #: default completion length in tokens (words); a request's max tokens caps it
@@ -144,6 +152,11 @@ class SimConfig(BaseModel):
     #: extra headers on every response, as a real server sends its own (e.g. llama-server's
     #: ``Access-Control-Allow-Origin``, empty when the request had no ``Origin``)
     response_headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def counts_prompts(self) -> bool:
+        """Whether requests' prompts are tokenized into blocks (a cache or a prefill cost)."""
+        return self.prefix_cache_blocks > 0 or self.prefill_ms_per_token > 0
 
     @field_validator("faults", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from rolltap.errors import ConfigError
 from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
 from rolltap.sim.content import BadRequest
 from rolltap.sim.plan import Dialect, Plan
+from rolltap.sim.prefix import PrefixCache, PromptBlocks, prompt_blocks
 from rolltap.sim.stats import Gate, StatsBoard
 from rolltap.sim.wire import reset_connection, send
 
@@ -43,9 +44,19 @@ class _Call:
     plan: Plan
     fault: FaultSpec | None
     gate: Gate | None
+    #: the prompt's cache blocks, when the config counts prompts and the route fills one
+    blocks: PromptBlocks | None
     response: web.StreamResponse | None = None
     #: set when the simulator itself cut the connection (drop/reset), not the client
     cut: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """What is kept per request body: the answer, and the prompt's cache blocks."""
+
+    plan: Plan
+    blocks: PromptBlocks | None
 
 
 class _Refused(Exception):
@@ -66,7 +77,9 @@ class Handler:
         self._rng = random.Random(config.seed)
         # Answers depend only on the route and the body bytes, so repeated bodies skip all
         # generation.
-        self._plans: dict[tuple[str, bytes], Plan] = {}
+        self._plans: dict[tuple[str, bytes], _Planned] = {}
+        #: the prompts' prefix cache (see :mod:`rolltap.sim.prefix`)
+        self.cache = PrefixCache(config.prefix_cache_blocks, config.prefix_block_tokens)
         self._cached_bytes = 0
         #: set while the simulator shuts down: cancellations then are not client disconnects
         self.closing = False
@@ -80,6 +93,7 @@ class Handler:
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         stats.last_request_headers = {k.lower(): v for k, v in request.headers.items()}
+        stats.count_routing(request.headers)
         transport = request.transport
         self._board.saw_peer(transport.get_extra_info("peername") if transport else None)
         call: _Call | None = None
@@ -125,33 +139,42 @@ class Handler:
         if not isinstance(body, dict):
             message = "body must be a JSON object"
             raise _Refused(dialect.error(400, message, "invalid_request", headers))
-        plan = self._plan(dialect, raw, body, headers)
+        planned = self._plan(dialect, raw, body, headers)
         fault = self._pick_fault(dialect, request.headers.get("x-sim-fault"), headers)
         gate_name = request.headers.get("x-sim-gate")
         gate = self._gate(gate_name) if gate_name else None
-        return _Call(dialect, request, number, headers, plan, fault, gate)
+        return _Call(dialect, request, number, headers, planned.plan, fault, gate, planned.blocks)
 
     def _plan(
         self, dialect: Dialect, raw: bytes, body: dict[str, object], headers: dict[str, str]
-    ) -> Plan:
+    ) -> _Planned:
         key = (dialect.name, raw)
-        plan = self._plans.get(key)
-        if plan is None:
+        planned = self._plans.get(key)
+        if planned is None:
+            config = self._config
             try:
-                plan = dialect.plan(body, self._config)
+                plan = dialect.plan(body, config)
+                blocks = None
+                if config.counts_prompts and dialect.prompt_tokens is not None and plan.latency:
+                    tokens = dialect.prompt_tokens(body, config)
+                    size = config.prefix_block_tokens
+                    blocks = prompt_blocks(tokens.prompt, size, tokens.generated)
             except BadRequest as exc:
                 raise _Refused(dialect.error(400, str(exc), "invalid_request", headers)) from None
-            self._remember(key, plan)
-        return plan
+            planned = _Planned(plan, blocks)
+            self._remember(key, planned)
+        return planned
 
-    def _remember(self, key: tuple[str, bytes], plan: Plan) -> None:
-        size = len(key[1]) + plan.nbytes
+    def _remember(self, key: tuple[str, bytes], planned: _Planned) -> None:
+        blocks = planned.blocks
+        # about 40 bytes per block hash (a tuple slot and an int object)
+        size = len(key[1]) + planned.plan.nbytes + (40 * len(blocks.hashes) if blocks else 0)
         if size > _CACHE_BYTES // 16:
             return  # huge bodies or answers: generating again is cheap next to sending them
         if len(self._plans) >= _CACHE_ENTRIES or self._cached_bytes + size > _CACHE_BYTES:
             self._plans.clear()
             self._cached_bytes = 0
-        self._plans[key] = plan
+        self._plans[key] = planned
         self._cached_bytes += size
 
     def _pick_fault(
@@ -188,12 +211,31 @@ class Handler:
             return
         if fault is not None and kind == "stall":
             await asyncio.sleep(fault.arg or 0.0)
-        if self._config.ttft_ms > 0 and call.plan.latency:
-            await asyncio.sleep(self._config.ttft_ms / 1000.0)
+        if call.plan.latency:
+            first_token_ms = self._config.ttft_ms + self._prefill_ms(call)
+            if call.blocks is not None:
+                call.headers["x-sim-ttft-ms"] = f"{first_token_ms:g}"
+            if first_token_ms > 0:
+                await asyncio.sleep(first_token_ms / 1000.0)
         if call.plan.stream:
             await self._stream(call)
         else:
             await self._respond(call)
+
+    def _prefill_ms(self, call: _Call) -> float:
+        """The prefill time of the prompt's tokens the cache misses (and cache them); the
+        response says how many were cached (``x-sim-cached-tokens``, of
+        ``x-sim-prompt-tokens``) and the first-token delay (``x-sim-ttft-ms``)."""
+        blocks = call.blocks
+        if blocks is None:
+            return 0.0
+        hit = self.cache.lookup(blocks)
+        stats = self._board.stats
+        stats.prefix_hit_tokens += hit
+        stats.prefix_miss_tokens += blocks.tokens - hit
+        call.headers["x-sim-prompt-tokens"] = str(blocks.tokens)
+        call.headers["x-sim-cached-tokens"] = str(hit)
+        return (blocks.tokens - hit) * self._config.prefill_ms_per_token
 
     async def _respond(self, call: _Call) -> None:
         fault, plan = call.fault, call.plan

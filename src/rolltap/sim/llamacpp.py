@@ -31,6 +31,7 @@ from rolltap.sim.completions_in import (
     TokenAnswer,
     TokenPrompt,
     answer_tokens,
+    cache_tokens,
     prompt_ids,
     stop_strings,
     text_pieces,
@@ -114,19 +115,22 @@ def _events(answer: TokenAnswer, n_probs: int, return_tokens: bool) -> list[byte
     return events
 
 
-def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
-    """Serialize the answer to a llama.cpp ``/completion`` request, stream or not."""
+def _token_prompt(body: dict[str, Any], config: SimConfig) -> TokenPrompt:
     n_predict = _int(body, "n_predict", -1)
-    n_probs = _int(body, "n_probs", 0)
-    if not 0 <= n_probs <= MAX_LOGPROBS:
-        raise BadRequest(f"n_probs: expected 0 to {MAX_LOGPROBS}")
-    prompt = TokenPrompt(
+    return TokenPrompt(
         model=str(body.get("model") or config.model),
         ids=prompt_ids(body.get("prompt")),
         max_tokens=n_predict if n_predict >= 0 else None,
         stop=stop_strings(body.get("stop")),
     )
-    answer = answer_tokens(prompt, config)
+
+
+def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
+    """Serialize the answer to a llama.cpp ``/completion`` request, stream or not."""
+    n_probs = _int(body, "n_probs", 0)
+    if not 0 <= n_probs <= MAX_LOGPROBS:
+        raise BadRequest(f"n_probs: expected 0 to {MAX_LOGPROBS}")
+    answer = answer_tokens(_token_prompt(body, config), config)
     return_tokens = body.get("return_tokens") is True
     if body.get("stream") is not True:
         final = _final(answer, answer.text, list(answer.ids) if return_tokens else [])
@@ -147,4 +151,5 @@ LLAMACPP = Dialect(
     ids={},
     malformed_body=b'{"index": 0, "content": "sim", "tokens": [{not json',
     malformed_event=b"data: {not json\n\n",
+    prompt_tokens=lambda body, config: cache_tokens(_token_prompt(body, config), config),
 )

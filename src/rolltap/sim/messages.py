@@ -11,6 +11,7 @@ from rolltap.sim.config import SimConfig
 from rolltap.sim.content import Answer, answer_for
 from rolltap.sim.messages_in import prompt_for
 from rolltap.sim.plan import Dialect, Plan, fragments, hole, sse
+from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.wire import error_headers
 
 __all__ = ["COUNT_TOKENS", "MESSAGES", "error_response"]
@@ -124,6 +125,11 @@ def count_tokens_plan(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.whole(orjson.dumps({"input_tokens": prompt.prompt_tokens}), latency=False)
 
 
+def _prompt_tokens(body: dict[str, Any], config: SimConfig) -> PromptTokens:
+    prompt = prompt_for(body)
+    return conversation_tokens(prompt, answer_for(prompt, config))
+
+
 #: The Anthropic Messages dialect, served at ``POST /v1/messages``.
 MESSAGES = Dialect(
     name="messages",
@@ -132,6 +138,7 @@ MESSAGES = Dialect(
     ids={"id": "msg_sim_", "call": "toolu_sim_"},
     malformed_body=b'{"id": "msg_sim", "type": "message", "content": [{not json',
     malformed_event=b"event: content_block_delta\ndata: {not json\n\n",
+    prompt_tokens=_prompt_tokens,
 )
 
 #: Anthropic token counting, served at ``POST /v1/messages/count_tokens``.

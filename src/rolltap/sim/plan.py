@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from rolltap.sim.config import SimConfig
+from rolltap.sim.prefix import PromptTokens
 
 __all__ = ["CREATED", "Dialect", "Plan", "Template", "fragments", "hole", "sse"]
 
@@ -124,6 +125,9 @@ class Dialect:
     malformed_body: bytes
     #: the ``malformed`` fault: an event that is not JSON, sent after the first
     malformed_event: bytes
+    #: the request's prompt and answer in the simulator's tokens, for the prefix cache and
+    #: the prefill cost (:mod:`rolltap.sim.prefix`); ``None``: the route has no prompt to fill
+    prompt_tokens: Callable[[dict[str, Any], SimConfig], PromptTokens] | None = None
     _names: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

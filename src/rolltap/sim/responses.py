@@ -9,6 +9,7 @@ import orjson
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import Answer, answer_for
 from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
+from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.responses_in import prompt_for
 from rolltap.sim.wire import error_response
 
@@ -147,6 +148,11 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     return Plan.whole(body_bytes, tokens=len(answer.tokens))
 
 
+def _prompt_tokens(body: dict[str, Any], config: SimConfig) -> PromptTokens:
+    prompt = prompt_for(body)
+    return conversation_tokens(prompt, answer_for(prompt, config))
+
+
 #: The Responses dialect, served at ``POST /v1/responses``.
 RESPONSES = Dialect(
     name="responses",
@@ -155,4 +161,5 @@ RESPONSES = Dialect(
     ids={"id": "resp_sim_", "item": "msg_sim_", "fc": "fc_sim_", "call": "call_sim_"},
     malformed_body=b'{"id": "resp_sim", "object": "response", "output": [{not json',
     malformed_event=b"event: response.output_text.delta\ndata: {not json\n\n",
+    prompt_tokens=_prompt_tokens,
 )

@@ -11,6 +11,7 @@ import hashlib
 import itertools
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -62,6 +63,8 @@ class Simulator:
     ``POST /completion``                  llama.cpp's native completion (token ids,
                                           ``n_predict``, ``n_probs``, ``return_tokens``)
     ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
+    ``GET /stats``                        :meth:`snapshot`: the counters, prefix-cache hits
+                                          and requests per routing header value
     ====================================  ====================================================
 
     OpenAI SDKs take ``base_url=sim.base_url`` (``…/v1``); the Anthropic SDK appends
@@ -78,6 +81,12 @@ class Simulator:
     it, the answer is a Hermes/Qwen-style tool call instead,
     ``<tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>``, naming the first tool
     listed as JSON after the marker (see :mod:`rolltap.sim.completions_in`).
+
+    With :attr:`SimConfig.prefix_cache_blocks` the simulator keeps an LRU of prompt
+    blocks (see :mod:`rolltap.sim.prefix`) and the time to first token is
+    ``ttft_ms + prefill_ms_per_token × prompt tokens not cached``; the stats count hit and
+    missed tokens. Requests are counted per value of ``X-Rolltap-Rollout``,
+    ``X-Session-ID`` and ``X-SMG-Routing-Key``, so a test can see where each rollout went.
 
     Every response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of
     the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``), and
@@ -180,6 +189,22 @@ class Simulator:
         """Live counters (the same object across calls)."""
         return self._board.stats
 
+    def snapshot(self) -> dict[str, Any]:
+        """What ``GET /stats`` answers: :meth:`SimStats.snapshot` and the prefix cache's
+        state (``prefix_cache``: capacity and cached blocks, block size, evictions, costs)."""
+        cache, config = self._handler.cache, self.config
+        return {
+            **self.stats.snapshot(),
+            "prefix_cache": {
+                "capacity_blocks": cache.capacity,
+                "block_tokens": cache.block_tokens,
+                "cached_blocks": len(cache),
+                "evicted_blocks": cache.evicted,
+                "ttft_ms": config.ttft_ms,
+                "prefill_ms_per_token": config.prefill_ms_per_token,
+            },
+        }
+
     def gate(self, name: str) -> Gate:
         """The gate called ``name``, created on first use (by a test or a request)."""
         gate = self._gates.get(name)
@@ -228,4 +253,7 @@ class Simulator:
             return web.Response(body=self._models, content_type="application/json", headers=headers)
         if path == "/health" and method == "GET":
             return web.Response(body=_HEALTH, content_type="application/json", headers=headers)
+        if path == "/stats" and method == "GET":
+            body = orjson.dumps(self.snapshot())
+            return web.Response(body=body, content_type="application/json", headers=headers)
         return error_response(404, f"no route {method} {path}", "not_found", headers)

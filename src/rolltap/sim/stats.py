@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Gate", "SimStats", "StatsBoard"]
+__all__ = ["ROUTING_HEADERS", "Gate", "SimStats", "StatsBoard"]
+
+#: the headers a gateway sends to route a rollout's calls, and the :class:`SimStats`
+#: field that counts requests per value of each
+ROUTING_HEADERS: dict[str, str] = {
+    "x-rolltap-rollout": "requests_by_rollout",
+    "x-session-id": "requests_by_session",
+    "x-smg-routing-key": "requests_by_routing_key",
+}
+# Distinct values kept per header: a long soak must not grow the simulator without bound.
+_KEYS_LIMIT = 100_000
 
 
 @dataclass
@@ -34,6 +44,50 @@ class SimStats:
     last_request_body: Any = None
     #: the latest request's headers, names in lower case
     last_request_headers: dict[str, str] = field(default_factory=dict)
+    #: prompt tokens that hit the prefix cache, and that missed it (prefilled); both stay
+    #: 0 unless the config has a prefix cache or a prefill cost
+    prefix_hit_tokens: int = 0
+    prefix_miss_tokens: int = 0
+    #: requests per value of ``X-Rolltap-Rollout``, ``X-Session-ID`` and
+    #: ``X-SMG-Routing-Key`` (the first 100 000 values of each)
+    requests_by_rollout: dict[str, int] = field(default_factory=dict)
+    requests_by_session: dict[str, int] = field(default_factory=dict)
+    requests_by_routing_key: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        """Hit tokens over all counted prompt tokens; ``None`` before any was counted."""
+        total = self.prefix_hit_tokens + self.prefix_miss_tokens
+        return self.prefix_hit_tokens / total if total else None
+
+    def count_routing(self, headers: Mapping[str, str]) -> None:
+        """Count one request under each routing header it carries."""
+        for header, name in ROUTING_HEADERS.items():
+            value = headers.get(header)
+            if value is None:
+                continue
+            counts: dict[str, int] = getattr(self, name)
+            if value in counts or len(counts) < _KEYS_LIMIT:
+                counts[value] = counts.get(value, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as JSON-ready data (``GET /stats``); no request bodies or headers,
+        which may carry credentials."""
+        return {
+            "requests": self.requests,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "completed": self.completed,
+            "disconnected": self.disconnected,
+            "faults": dict(self.faults),
+            "connections": self.connections,
+            "prefix_hit_tokens": self.prefix_hit_tokens,
+            "prefix_miss_tokens": self.prefix_miss_tokens,
+            "prefix_hit_rate": self.prefix_hit_rate,
+            "requests_by_rollout": dict(self.requests_by_rollout),
+            "requests_by_session": dict(self.requests_by_session),
+            "requests_by_routing_key": dict(self.requests_by_routing_key),
+        }
 
 
 class Gate:
