@@ -21,7 +21,6 @@ route                             does
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -49,7 +48,6 @@ _BODY_LIMIT = 64 * 1024 * 1024
 #: how often a quiet result stream says it is alive (proxies cut silent streams)
 KEEPALIVE_S = 15.0
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class SubmitRequest(BaseModel):
