@@ -89,7 +89,8 @@ class Gateway:
         #: sees every rollout (as an observer) and every ended call: spans, when given
         self.tracer = tracer
         self.observers = [*observers, *([] if tracer is None else [tracer])]
-        #: what the servers and their handlers are handed (never the gateway itself)
+        #: what the servers and the harness routes are handed (the admin routes alone get
+        #: the gateway itself, as an :class:`~rolltap.gateway.admin.Admin`)
         self.context = GatewayContext(
             self.settings, self.stats, self.auth_throttle, self.observers, tracer
         )
