@@ -45,7 +45,7 @@ import psutil
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import RolltapError
-from rolltap.gateway import Gateway, StoreRecorder
+from rolltap.gateway import Gateway
 from rolltap.rollouts import (
     HarnessContext,
     HarnessResult,
@@ -56,6 +56,7 @@ from rolltap.rollouts import (
     parse_reward_spec,
 )
 from rolltap.rollouts.builtin import chat_harness
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.rollouts.results import RolloutResult
 from rolltap.store import EventKind, Store
 from rolltap.tokens import RendererConfig, RendererPool, RendererRegistry
@@ -219,7 +220,7 @@ def main() -> None:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    logging.getLogger("rolltap.gateway.recorder").setLevel(logging.ERROR)  # counted instead
+    logging.getLogger("rolltap.rollouts.recorder").setLevel(logging.ERROR)  # counted instead
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     row = asyncio.run(run_wave(args.arm, args.c, args.tokenizer, args.base_url))

@@ -230,27 +230,35 @@ def print_table(arms: dict[str, Arm], args: argparse.Namespace, capacity: int, w
         print(f"{arm.name:<12} {arm.hit_rate:>8.1%} {arm.ttft_ms(0.5):>9.1f} "
               f"{arm.ttft_ms(0.99):>9.1f} {modeled:>13} {arm.wall_s:>7.2f} {calls:>18} "
               f"{arm.split_rollouts:>6} {sessions:>12}")  # fmt: skip
-    print("(TTFT in ms at the harness; modeled: p50/p99 of the replicas' own first-token "
-          "delay, without this machine's CPU queueing; split: rollouts on > 1 replica)")
+    print(
+        "(TTFT in ms at the harness; modeled: p50/p99 of the replicas' own first-token "
+        "delay, without this machine's CPU queueing; split: rollouts on > 1 replica)"
+    )
     for arm in arms.values():
         share = arm.same_replica_share
         if share is not None:
             print(f"{arm.name}: {share:.0%} of calls on the replica of the rollout's previous call")
     for arm in arms.values():
         gateway = "" if arm.gateway_cpu_s is None else f", gateway {arm.gateway_cpu_s:.2f}"
-        print(f"CPU s, {arm.name}: harness {arm.harness_cpu_s:.2f}, "
-              f"replicas {arm.replicas_cpu_s:.2f}{gateway}")
+        print(
+            f"CPU s, {arm.name}: harness {arm.harness_cpu_s:.2f}, "
+            f"replicas {arm.replicas_cpu_s:.2f}{gateway}"
+        )
     pinned, rr = arms["pinned"], arms["round-robin"]
     ratio = pinned.ttft_ms(0.5) / rr.ttft_ms(0.5)
-    print(f"pinned/round-robin: TTFT p50 {ratio:.2f}, p99 "
-          f"{pinned.ttft_ms(0.99) / rr.ttft_ms(0.99):.2f}, wall {pinned.wall_s / rr.wall_s:.2f}")
+    print(
+        f"pinned/round-robin: TTFT p50 {ratio:.2f}, p99 "
+        f"{pinned.ttft_ms(0.99) / rr.ttft_ms(0.99):.2f}, wall {pinned.wall_s / rr.wall_s:.2f}"
+    )
     low_pinned, low_rr = pinned.modeled_ms(0.5), rr.modeled_ms(0.5)
     if low_pinned is not None and low_rr is not None:
         print(f"  modeled TTFT p50 {low_pinned / low_rr:.2f}")
     hit_ok = pinned.hit_rate >= GOAL_HIT_RATE
     print(f"goal hit rate pinned ≥ {GOAL_HIT_RATE:.0%}: {verdict(hit_ok)}")
-    print(f"goal TTFT p50 pinned ≤ {GOAL_TTFT_RATIO} × round-robin: "
-          f"{verdict(ratio <= GOAL_TTFT_RATIO)}")
+    print(
+        f"goal TTFT p50 pinned ≤ {GOAL_TTFT_RATIO} × round-robin: "
+        f"{verdict(ratio <= GOAL_TTFT_RATIO)}"
+    )
     if pinned.split_rollouts or sum(1 for s in pinned.stats if s["requests"]) < REPLICAS:
         print("WARNING: pinned calls were not spread one replica per rollout over all "
               "replicas (the gateway does not route per rollout yet?)")  # fmt: skip
@@ -263,8 +271,10 @@ def print_routing(arms: dict[str, Arm], routing_s: float, calls: int) -> None:
         print("  (the gateway's CPU per call is measured in --mode gateway)")
         return
     share = routing_s / (gateway_s / calls)
-    print(f"  gateway CPU {gateway_s / calls * 1e3:.3f} ms per call: routing {share:.1%} of it; "
-          f"goal ≤ {GOAL_ROUTING_SHARE:.0%}: {verdict(share <= GOAL_ROUTING_SHARE)}")
+    print(
+        f"  gateway CPU {gateway_s / calls * 1e3:.3f} ms per call: routing {share:.1%} of it; "
+        f"goal ≤ {GOAL_ROUTING_SHARE:.0%}: {verdict(share <= GOAL_ROUTING_SHARE)}"
+    )
 
 
 def plot(arms: dict[str, Arm], path: Path, turns: int) -> None:

@@ -15,8 +15,8 @@ from helpers import ADMIN_HEADERS, GatewayFactory, register
 from rolltap.config import EndpointConfig
 from rolltap.errors import AuthRateLimitedError, HarnessNotAllowedError
 from rolltap.fuzz import Mode, RawRequest, send
-from rolltap.gateway.authguard import AuthThrottle
 from rolltap.gateway.harness import PREFIX
+from rolltap.http.auth import AuthThrottle
 from rolltap.openapi import admin_document, serve_document
 from rolltap.serve import RolloutSpec, ServeConfig, Service
 from rolltap.serve.admission import check_batch

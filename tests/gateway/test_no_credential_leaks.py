@@ -12,7 +12,7 @@ from clikit import TASKS, arolltap
 from helpers import ADMIN_HEADERS, ADMIN_TOKEN, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
-from rolltap.gateway.recorder import StoreRecorder
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 

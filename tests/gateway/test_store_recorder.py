@@ -12,7 +12,7 @@ import aiohttp
 from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
-from rolltap.gateway.recorder import StoreRecorder
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import Simulator
 from rolltap.store import Store
 

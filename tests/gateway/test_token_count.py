@@ -15,7 +15,7 @@ from helpers import ADMIN_HEADERS, ADMIN_TOKEN, GatewayFactory, events, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
-from rolltap.gateway.recorder import StoreRecorder
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import Simulator
 from rolltap.store import Store
 

@@ -27,8 +27,8 @@ from helpers import ADMIN_TOKEN, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
-from rolltap.gateway.recorder import StoreRecorder
 from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 from rolltap.store.transcript import build_transcript

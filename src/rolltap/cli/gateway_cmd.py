@@ -25,9 +25,9 @@ from rolltap.cli.common import (
 from rolltap.config import Dialect, EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
-from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.otel import open_tracer, otel_enabled
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.store import LeaseKeeper, Store, mask_url
 
 __all__ = ["register"]

@@ -1,22 +1,14 @@
-"""What every model client shares: the protocol the pool and gateway rely on, URL joining."""
+"""What every model client shares: URL joining.
+
+(The protocol the pool holds clients by, :class:`~rolltap.pool.client.ModelClient`, is
+the pool's: a client satisfies it by shape, so neither part imports the other.)
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
 
-__all__ = ["ModelClient", "join_url"]
-
-
-@runtime_checkable
-class ModelClient(Protocol):
-    """A model client owned by the gateway's pool and shared by many rollouts.
-
-    Clients never retry on their own: a failure surfaces to the harness and the trace.
-    ``aclose()`` must be idempotent.
-    """
-
-    async def aclose(self) -> None: ...
+__all__ = ["join_url"]
 
 
 _VERSION_SEGMENT = re.compile(r"^v\d+(?:alpha|beta)?\d*$")

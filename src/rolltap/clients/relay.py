@@ -34,7 +34,7 @@ from rolltap.errors import (
     UpstreamTimeoutError,
 )
 
-__all__ = ["DROPPED_REQUEST_HEADERS", "RelayClient", "UpstreamResponse"]
+__all__ = ["DROPPED_REQUEST_HEADERS", "RelayClient", "UpstreamResponse", "relayed_headers"]
 
 #: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth;
 #: ``expect`` and ``content-encoding`` described the harness's body, which the gateway
@@ -64,6 +64,37 @@ DROPPED_REQUEST_HEADERS = frozenset(
 )
 
 ROLLOUT_HEADER = "X-Rolltap-Rollout"
+
+#: upstream response headers never relayed: hop-by-hop and framing headers, those the
+#: gateway sets itself, and those about the upstream's own origin (cookies, its transport
+#: and security policy)
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "connection", "keep-alive", "transfer-encoding", "content-length",
+        "content-encoding", "content-type", "date", "server", "set-cookie", "upgrade",
+        "trailer", "proxy-authenticate", "alt-svc", "strict-transport-security",
+    }
+)  # fmt: skip
+#: CORS answers a browser about the upstream's origin; the harness talks to the gateway,
+#: whose policy it is not (llama-server sends ``Access-Control-Allow-Origin`` on every answer)
+_DROPPED_RESPONSE_PREFIX = "access-control-"
+
+
+def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
+    """Upstream response headers passed to the harness (request ids, rate limits, …).
+
+    Every header but those in :data:`_DROPPED_RESPONSE_HEADERS`, CORS (``Access-Control-*``)
+    and empty ones, which carry nothing and which some clients reject.
+    """
+    out: dict[str, str] = {}
+    for name, value in upstream.items():
+        lower = name.lower()
+        if not value.strip() or lower in _DROPPED_RESPONSE_HEADERS:
+            continue
+        if lower.startswith(_DROPPED_RESPONSE_PREFIX):
+            continue
+        out[name] = value
+    return out
 
 
 @dataclass(slots=True)

@@ -44,8 +44,8 @@ from rolltap.dialects._messages_parse import parse_request_body
 from rolltap.dialects._messages_render import DEFAULT_MAX_TOKENS, render_request
 from rolltap.dialects._messages_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Image, Part, Request, Response, ToolCall, ToolResult
-from rolltap.dialects.openai_chat import load_json_object
 from rolltap.errors import InvalidRequestError, RolltapError, http_status_of
+from rolltap.http.json_body import load_json_object
 
 __all__ = [
     "CHARS_PER_TOKEN",

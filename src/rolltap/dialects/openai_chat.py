@@ -11,12 +11,12 @@ from typing import Any
 
 import orjson
 
-from rolltap.errors import InvalidRequestError, MalformedJSONError, RolltapError
+from rolltap.errors import InvalidRequestError, RolltapError
+from rolltap.http.json_body import load_json_object
 
 __all__ = [
     "ROLES",
     "error_body",
-    "load_json_object",
     "parse_request",
     "split_params",
 ]
@@ -40,39 +40,6 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         raise InvalidRequestError("must be a string", field="model")
     _check_types(body)
     _check_tools(body.get("tools"))
-    return body
-
-
-#: the deepest nesting a request body may have: orjson parses up to 1024 levels but
-#: writes only 255, and pydantic serializes less, so a deeper body accepted here could
-#: not be recorded or passed on
-MAX_JSON_DEPTH = 128
-
-
-def _too_deep(value: object) -> bool:
-    level: list[object] = [value]
-    for _ in range(MAX_JSON_DEPTH):
-        level = [
-            child
-            for node in level
-            if isinstance(node, dict | list)
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-        if not level:
-            return False
-    return any(isinstance(node, dict | list) and node for node in level)
-
-
-def load_json_object(raw: bytes) -> dict[str, Any]:
-    """A request body that must be a JSON object; 400 ``malformed_json``/``invalid_request``."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("request body must be a JSON object", field="body")
-    if _too_deep(body):
-        raise InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
     return body
 
 

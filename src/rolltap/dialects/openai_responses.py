@@ -34,7 +34,8 @@ from rolltap.dialects._responses_render import render_request
 from rolltap.dialects._responses_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Request, Response
 from rolltap.dialects.chat_canonical import openai_error_detail
-from rolltap.dialects.openai_chat import error_body, load_json_object
+from rolltap.dialects.openai_chat import error_body
+from rolltap.http.json_body import load_json_object
 
 __all__ = [
     "error_body",

@@ -3,7 +3,6 @@
 from rolltap.gateway.gateway import Gateway
 from rolltap.gateway.limits import RolloutLimits
 from rolltap.gateway.observer import RolloutObserver
-from rolltap.gateway.recorder import StoreRecorder
 from rolltap.gateway.rollout import Intercept, Rollout
 
-__all__ = ["Gateway", "Intercept", "Rollout", "RolloutLimits", "RolloutObserver", "StoreRecorder"]
+__all__ = ["Gateway", "Intercept", "Rollout", "RolloutLimits", "RolloutObserver"]

@@ -9,22 +9,54 @@ Every admin route needs ``Authorization: Bearer <admin token>``, except
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from rolltap.dialects.openai_chat import load_json_object
+from rolltap.config import GatewaySettings
 from rolltap.errors import InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
-from rolltap.gateway.server import GATEWAY, check_bearer, read_body
+from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.stats import render_metrics
+from rolltap.http.auth import AuthThrottle, check_bearer
+from rolltap.http.body import read_body
+from rolltap.http.json_body import load_json_object
 from rolltap.openapi import add_openapi_route, admin_document
 
-if TYPE_CHECKING:
-    from rolltap.gateway.gateway import Gateway
+__all__ = ["ADMIN", "Admin", "add_admin_routes"]
 
-__all__ = ["add_admin_routes"]
+
+class Admin(Protocol):
+    """What the admin routes manage: the :class:`~rolltap.gateway.gateway.Gateway`."""
+
+    admin_token: str
+    auth_throttle: AuthThrottle
+    settings: GatewaySettings
+
+    async def register(
+        self,
+        *,
+        user: str | None = None,
+        api_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        endpoint: str | None = None,
+        limits: RolloutLimits | None = None,
+        sampling: dict[str, Any] | None = None,
+    ) -> Rollout: ...
+
+    def get(self, rollout_id: str) -> Rollout: ...
+
+    def rollouts(self) -> list[Rollout]: ...
+
+    async def unregister(self, rollout_id: str) -> Rollout: ...
+
+    def describe(self, rollout: Rollout, *, secret: bool = True) -> dict[str, Any]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+ADMIN: web.AppKey[Admin] = web.AppKey("admin")
 
 _REGISTER_FIELDS = {
     "user": str,
@@ -38,8 +70,8 @@ _LIMIT_FIELDS = {"max_turns": "an integer", "max_tokens": "an integer", "timeout
 _ADMIN_BODY_LIMIT = 1024 * 1024
 
 
-def _gateway(request: web.Request) -> Gateway:
-    gateway = request.app[GATEWAY]
+def _gateway(request: web.Request) -> Admin:
+    gateway = request.app[ADMIN]
     check_bearer(request, gateway.admin_token, gateway.auth_throttle, what="admin token")
     return gateway
 
@@ -49,7 +81,7 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def _register_args(request: web.Request) -> dict[str, Any]:
-    timeout_s = request.app[GATEWAY].settings.body_timeout_s
+    timeout_s = request.app[ADMIN].settings.body_timeout_s
     raw = await read_body(request, _ADMIN_BODY_LIMIT, timeout_s=timeout_s)
     if not raw.strip():
         return {}
@@ -120,9 +152,10 @@ async def metrics(request: web.Request) -> web.Response:
     )
 
 
-def add_admin_routes(app: web.Application, *, endpoints: Sequence[str] = ()) -> None:
-    """The admin routes; ``endpoints`` (the gateway's names) are documented as the
-    values ``POST /rollouts`` takes for ``endpoint``."""
+def add_admin_routes(app: web.Application, admin: Admin, *, endpoints: Sequence[str] = ()) -> None:
+    """The admin routes over ``admin``; ``endpoints`` (the gateway's names) are documented
+    as the values ``POST /rollouts`` takes for ``endpoint``."""
+    app[ADMIN] = admin
     app.router.add_post("/rollouts", create_rollout)
     app.router.add_get("/rollouts", list_rollouts)
     app.router.add_get("/rollouts/{rollout_id}/events", rollout_events)

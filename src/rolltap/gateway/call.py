@@ -1,98 +1,90 @@
-"""One model call through the gateway, in any harness dialect to any upstream dialect.
+"""One model call through the gateway: parse, rewrite, call, deliver, record.
 
-When the harness and the upstream speak the same dialect the request is relayed with
-the documented rewrites only (:mod:`rolltap.gateway.rewrite`) and the answer byte for
-byte, stream chunks as they arrive. When they differ, the request is translated
-through the canonical model (:mod:`rolltap.dialects`), and so is the answer: a body at
-once, a stream event by event (:class:`~rolltap.gateway.streaming.StreamRelay`).
+The handler (:mod:`rolltap.gateway.harness`) parses the harness's body in its dialect;
+:meth:`ModelCall.run` then takes the same steps whatever the dialects and whatever
+kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
 
-Either way the request event keeps what the harness sent and the response event what
-the upstream answered, each with its dialect, plus a chat-shaped ``usage``.
+1. rewrite: the upstream makes the call its own request; the request event records
+   what the harness sent, the rewrites and whatever the upstream adds;
+2. call: the upstream sends it, within the endpoint's cap on calls in flight;
+3. deliver: :func:`path_of`, the one place that decides it, picks how the reply
+   reaches the harness — the upstream's stream relayed as it arrives (translated event
+   by event when the dialects differ), or a whole answer as a body or made into a
+   stream, passed through byte for byte or translated through the canonical model;
+4. record: the response event keeps what the upstream answered, in its dialect, with
+   a chat-shaped ``usage`` (:mod:`rolltap.gateway.summaries`); then the answer is
+   finished here, not after the handler returns, so that a harness gone by then is
+   noticed and the answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`).
+
+An SDK retry of a call whose answer arrived but was not delivered takes none of these
+steps: :meth:`ModelCall.replay` answers it from that answer.
+
+A failure at any step is recorded and delivered by :meth:`ModelCall.fail`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from rolltap.clients.relay import UpstreamResponse
-from rolltap.dialects.registry import Dialect, get_dialect
+from rolltap.clients.upstream import ModelRequest, Reply, UpstreamRequest, status_error
+from rolltap.dialects.canonical import Response
+from rolltap.dialects.registry import Dialect
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
-from rolltap.errors import (
-    RolltapError,
-    UpstreamProtocolError,
-    UpstreamStatusError,
-    http_status_of,
-)
-from rolltap.gateway.folding import events_of, summarize_canonical
-from rolltap.gateway.recording import summarize_body
+from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome, replayed_fields
-from rolltap.gateway.rewrite import CONVERSATION_KEYS, apply_rewrites, conversation_of
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
-from rolltap.gateway.streaming import StreamRelay
+from rolltap.gateway.streaming import StreamRelay, events_of
+from rolltap.gateway.summaries import answer_recorded
+from rolltap.http.errors import error_response
 from rolltap.store.events import EventKind
 
-__all__ = ["ModelCall", "error_response", "relayed_headers"]
+__all__ = ["ModelCall", "Path", "path_of"]
 
 _MAX_ERROR_BODY = 4096
-
-#: upstream response headers never relayed: hop-by-hop and framing headers, those the
-#: gateway sets itself, and those about the upstream's own origin (cookies, its transport
-#: and security policy)
-_DROPPED_RESPONSE_HEADERS = frozenset(
-    {
-        "connection", "keep-alive", "transfer-encoding", "content-length",
-        "content-encoding", "content-type", "date", "server", "set-cookie", "upgrade",
-        "trailer", "proxy-authenticate", "alt-svc", "strict-transport-security",
-    }
-)  # fmt: skip
-#: CORS answers a browser about the upstream's origin; the harness talks to the gateway,
-#: whose policy it is not (llama-server sends ``Access-Control-Allow-Origin`` on every answer)
-_DROPPED_RESPONSE_PREFIX = "access-control-"
+_JSON = "application/json"
 
 
-def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
-    """Upstream response headers passed to the harness (request ids, rate limits, …).
+@dataclass(frozen=True, slots=True)
+class Path:
+    """How one reply reaches the harness; :func:`path_of` is where it is decided."""
 
-    Every header but those in :data:`_DROPPED_RESPONSE_HEADERS`, CORS (``Access-Control-*``)
-    and empty ones, which carry nothing and which some clients reject.
-    """
-    out: dict[str, str] = {}
-    for name, value in upstream.items():
-        lower = name.lower()
-        if not value.strip() or lower in _DROPPED_RESPONSE_HEADERS:
-            continue
-        if lower.startswith(_DROPPED_RESPONSE_PREFIX):
-            continue
-        out[name] = value
-    return out
+    #: the harness gets an event stream
+    stream: bool
+    #: ... which is the upstream's own, relayed chunk by chunk as it arrives
+    relay: bool
+    #: through the canonical model: the dialects differ, or the upstream parsed the
+    #: answer itself
+    translate: bool
+    #: chat on both sides, passed through: summarized in chat's own shape
+    chat: bool
 
 
-def error_response(err: RolltapError, dialect: Dialect | None = None) -> web.Response:
-    """``err`` as an HTTP response in ``dialect``'s error shape (chat's by default)."""
-    headers = {}
-    if err.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(err.retry_after)))
-    return web.Response(
-        body=(dialect or get_dialect("chat")).error_body(err),
-        status=http_status_of(err),
-        headers=headers,
-        content_type="application/json",
-    )
+def path_of(harness: Dialect, reply: Reply, *, stream: bool) -> Path:
+    """The path of a reply with a status under 400 to a harness that spoke ``harness``
+    (and asked for a stream when ``stream``)."""
+    if reply.kind == "answer":
+        return Path(stream=stream, relay=False, translate=True, chat=False)
+    same = harness.name == reply.dialect.name
+    relay = reply.kind == "stream"
+    chat = same and harness.name == "chat"
+    return Path(stream=relay, relay=relay, translate=not same, chat=chat)
 
 
 class ModelCall:
     """State of one intercepted model call."""
 
     __slots__ = (
-        "answered", "body", "frames", "harness", "harness_usage", "intercept", "keepalive_s",
-        "lookup", "outcome", "request", "response", "rollout", "stats", "stream", "t_first",
-        "t_headers", "upstream",
+        "answered", "body", "canonical", "frames", "harness", "harness_usage", "intercept",
+        "keepalive_s", "lookup", "outcome", "reply_dialect", "request", "response", "rollout",
+        "stats", "stream", "t_first", "t_headers", "upstream", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -103,9 +95,14 @@ class ModelCall:
         self.request, self.rollout, self.intercept = request, rollout, intercept
         #: whether this call is an SDK retry, of which call, with an answer to replay
         self.lookup, self.outcome = lookup, Outcome(intercept.id)
-        #: the ``model_response`` payload, once the upstream's answer is recorded
+        #: the ``model_response`` payload once recorded; the answer in the canonical model
+        #: when delivery made it, and the dialect of the reply (to make it later if needed)
         self.answered: dict[str, Any] | None = None
-        self.harness, self.upstream = harness, get_dialect(rollout.endpoint.dialect)
+        self.canonical: Response | None = None
+        self.reply_dialect: Dialect | None = None
+        self.harness, self.upstream = harness, rollout.upstream
+        #: what the events name as the upstream dialect
+        self.upstream_name: str = self.upstream.name
         self.body, self.stats, self.keepalive_s = body, stats, keepalive_s
         self.stream = bool(body.get("stream"))
         # read before the rewrites, which may add include_usage to a chat body
@@ -118,27 +115,154 @@ class ModelCall:
         self.t_headers: float | None = None
         self.t_first: float | None = None
 
-    @property
-    def translating(self) -> bool:
-        return self.harness.name != self.upstream.name
+    async def run(self) -> web.StreamResponse:
+        """The call, start to end: every path takes these steps, in this order."""
+        rollout = self.rollout
+        if self.lookup.replay is not None:
+            return await self.replay(self.lookup.replay)
+        rollout.admit_call()
+        sent = await self.upstream.rewrite(
+            ModelRequest(
+                self.harness, self.body, self.request.headers, rollout.id, self.intercept.id,
+                rollout.sampling, self.stream,
+            )
+        )  # fmt: skip
+        self.record_request(sent)
+        async with rollout.slot(), self.upstream.call(sent) as reply:
+            self.t_headers = time.perf_counter()
+            recorded, response = await self.deliver(reply)
+            self.record_response(reply.status, recorded)
+        return await self.finish(response)
 
-    def upstream_body(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The body to send upstream, and the rewrites made to it."""
-        if self.translating:
-            body = self.upstream.from_canonical(self.harness.to_canonical(self.body))
+    async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
+        """End the answer here: a body is written, a stream closed."""
+        if not response.prepared:
+            await response.prepare(self.request)
+        await response.write_eof()
+        self.outcome.delivered = True
+        return response
+
+    async def replay(self, answer: Answer) -> web.StreamResponse:
+        """Answer an SDK retry from the answer its original call could not deliver: the
+        upstream is not called again, and the event carries no second token record."""
+        self.t_headers = self.t_first = time.perf_counter()
+        self.record_request(None)
+        self.rollout.log.append(
+            EventKind.MODEL_RESPONSE,
+            {
+                "intercept_id": self.intercept.id, "status": answer.status,
+                "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
+                "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
+                "timing": self._timing(),
+            },
+        )  # fmt: skip
+        self.stats.replays += 1
+        headers = {"x-rolltap-replay-of": str(self.lookup.retry_of)}
+        if self.stream:
+            resp, frames = await self.open_stream(answer.status, headers)
+            await resp.write(b"".join(frames.render(e) for e in events_of(answer.response)))
+            return await self.finish(resp)
+        body = orjson.dumps(self.harness.response_from_canonical(answer.response))
+        return await self.finish(
+            web.Response(body=body, status=answer.status, headers=headers, content_type=_JSON)
+        )
+
+    def answer_for_replay(self) -> Answer:
+        """The recorded answer, for a retry to get (called only when one may need it)."""
+        assert self.answered is not None
+        canonical = self.canonical
+        if canonical is None:
+            assert self.reply_dialect is not None
+            canonical = self.reply_dialect.response_to_canonical(self.answered["body"])
+        size = len(orjson.dumps(self.answered.get("body")))
+        return Answer(int(self.answered["status"]), canonical, replayed_fields(self.answered), size)
+
+    # -- deliver -------------------------------------------------------------------
+
+    async def deliver(self, reply: Reply) -> tuple[dict[str, Any], web.StreamResponse]:
+        """Deliver ``reply`` to the harness: what the response event records of it, and
+        the response (an open stream is closed once that is recorded)."""
+        if reply.status >= 400:
+            raise status_error(reply, await reply.body.read())
+        path = path_of(self.harness, reply, stream=self.stream)
+        self.reply_dialect = reply.dialect
+        if path.relay:
+            return await self._relay(reply, path)
+        return await self._whole(reply, path)
+
+    async def _relay(self, reply: Reply, path: Path) -> tuple[dict[str, Any], web.StreamResponse]:
+        """The upstream's stream, chunk by chunk as it arrives."""
+        resp, frames = await self.open_stream(reply.status, reply.headers)
+        relay = StreamRelay(
+            reply.dialect, frames, translate=path.translate, chat=path.chat,
+            harness_usage=self.harness_usage,
+        )  # fmt: skip
+        async for chunk in self.chunks(reply):
+            if self.t_first is None:
+                self.t_first = time.perf_counter()
+            if out := relay.feed(chunk):
+                await resp.write(out)
+        if out := relay.finish():
+            await resp.write(out)
+        return relay.recorded(), resp
+
+    async def _whole(self, reply: Reply, path: Path) -> tuple[dict[str, Any], web.StreamResponse]:
+        """A whole answer: as a body, or made into a stream (opened at once, with
+        keepalives while the upstream is silent)."""
+        if path.stream:
+            resp, frames = await self.open_stream(200, {})
+            raw = b"".join([chunk async for chunk in self.chunks(reply)])
         else:
-            body = self.body
-        endpoint = self.rollout.endpoint
-        return body, apply_rewrites(self.upstream.name, body, endpoint.model, self.rollout.sampling)
+            raw = await reply.body.read()
+        self.t_first = time.perf_counter()
+        answer = reply.parse(raw)
+        canonical = None
+        if not path.chat:
+            canonical = answer.canonical or reply.dialect.response_to_canonical(answer.body)
+        recorded = answer_recorded(answer, canonical)
+        self.canonical = canonical
+        if path.stream:
+            assert canonical is not None
+            await resp.write(b"".join(frames.render(e) for e in events_of(canonical)))
+            return recorded, resp
+        if path.translate:
+            assert canonical is not None
+            raw = orjson.dumps(self.harness.response_from_canonical(canonical))
+        return recorded, web.Response(
+            body=raw, status=reply.status, headers=reply.headers, content_type=_JSON
+        )
 
-    def record_request(self) -> bytes:
-        """Append the request event; the bytes to send upstream."""
-        body, rewrites = self.upstream_body()
-        self.log_request(rewrites)
-        return orjson.dumps(body)
+    async def open_stream(
+        self, status: int, headers: dict[str, str]
+    ) -> tuple[web.StreamResponse, StreamRenderer]:
+        """Start the harness's event stream; its response and its dialect's renderer."""
+        self.frames = stream_renderer(
+            self.harness.name, model=self.rollout.endpoint.model,
+            include_usage=self.harness_usage,
+        )  # fmt: skip
+        headers = {**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        resp = self.response = web.StreamResponse(status=status, headers=headers)
+        await resp.prepare(self.request)
+        return resp, self.frames
 
-    def log_request(self, rewrites: list[dict[str, Any]], **extra: Any) -> None:
-        """The request event: what the harness sent, past the prefix already recorded."""
+    async def chunks(self, reply: Reply) -> AsyncIterator[bytes]:
+        """The upstream's body as it arrives; each ``keepalive_s`` of silence sends the
+        open harness stream its dialect's keepalive."""
+        while True:
+            chunk = await reply.body.read_chunk(self.keepalive_s)
+            if chunk is None:
+                if self.response is not None and self.frames is not None:
+                    await self.response.write(self.frames.keepalive())
+                continue
+            if not chunk:
+                return
+            yield chunk
+
+    # -- record --------------------------------------------------------------------
+
+    def record_request(self, sent: UpstreamRequest | None) -> None:
+        """The request event: what the harness sent, past the prefix already recorded
+        (``sent`` None: nothing is sent, a retry is replayed)."""
         conversation = conversation_of(self.harness.name, self.body)
         match = self.rollout.conversations.match(conversation)
         key = CONVERSATION_KEYS[self.harness.name]
@@ -154,9 +278,9 @@ class ModelCall:
                 "prefix_messages": match.length,
                 "messages": conversation[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
-                "rewrites": rewrites,
+                "rewrites": [] if sent is None else sent.rewrites,
                 **self._retry_fields(),
-                **extra,
+                **({} if sent is None else sent.record),
             },
         )
 
@@ -168,178 +292,8 @@ class ModelCall:
             out["retry_of"] = lookup.retry_of
         return out
 
-    @property
-    def upstream_name(self) -> str:
-        return self.upstream.name
-
-    async def run(self) -> web.StreamResponse:
-        if self.lookup.replay is not None:
-            return await self._replay(self.lookup.replay)
-        self.rollout.admit_call()
-        data = self.record_request()
-        limiter = self.rollout.limiter
-        if limiter is None:
-            return await self._send(data)
-        async with limiter.slot():
-            return await self._send(data)
-
-    async def _send(self, data: bytes) -> web.StreamResponse:
-        client, path = self.rollout.client, self.upstream.path
-        async with client.send(path, data, self.request.headers, rollout_id=self.rollout.id) as up:
-            self.t_headers = time.perf_counter()
-            if up.status >= 400:
-                raise await self._status_error(up)
-            if self.stream and up.content_type == "text/event-stream":
-                return await self._relay_stream(up)
-            return await self._relay_body(up)
-
-    async def _relay_body(self, up: UpstreamResponse) -> web.StreamResponse:
-        raw = await up.read()
-        self.t_first = time.perf_counter()
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamProtocolError(f"upstream returned invalid JSON: {exc}") from exc
-        if not isinstance(parsed, dict):
-            raise UpstreamProtocolError("upstream returned a JSON value that is not an object")
-        if self.translating:
-            canonical = self.upstream.response_to_canonical(parsed)
-            summary = summarize_canonical(canonical)
-            raw = orjson.dumps(self.harness.response_from_canonical(canonical))
-        elif self.upstream.name == "chat":
-            summary = summarize_body(parsed)
-        else:
-            summary = summarize_canonical(self.upstream.response_to_canonical(parsed))
-        self._record_response(up.status, {"body": parsed, **summary})
-        return await self.deliver_body(raw, up.status, relayed_headers(up.headers))
-
-    async def deliver_body(
-        self, body: bytes, status: int, headers: Mapping[str, str]
-    ) -> web.StreamResponse:
-        """Write a whole JSON answer here, not after the handler returns, so that a harness
-        gone by then is noticed (its answer is kept for the SDK's retry)."""
-        resp = web.Response(
-            body=body, status=status, headers=headers, content_type="application/json"
-        )
-        await resp.prepare(self.request)
-        await resp.write_eof()
-        self.outcome.delivered = True
-        return resp
-
-    async def deliver_events(self, status: int, headers: dict[str, str], answer: Any) -> None:
-        """Render a complete canonical answer as the harness's event stream and end it."""
-        if self.response is None or self.frames is None:
-            await self.open_stream(status, headers)
-        frames, response = self.frames, self.response
-        assert frames is not None
-        assert response is not None
-        await response.write(b"".join(frames.render(e) for e in events_of(answer)))
-        await response.write_eof()
-        self.outcome.delivered = True
-
-    async def _replay(self, answer: Answer) -> web.StreamResponse:
-        """Answer an SDK retry from the answer its original call could not deliver: the
-        upstream is not called again, and the event carries no second token record."""
-        self.log_request([])
-        self.t_headers = self.t_first = time.perf_counter()
-        self.rollout.log.append(
-            EventKind.MODEL_RESPONSE,
-            {
-                "intercept_id": self.intercept.id, "status": answer.status,
-                "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
-                "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
-                "timing": self._timing(),
-            },
-        )  # fmt: skip
-        self.stats.replays += 1
-        headers = {"x-rolltap-replay-of": str(self.lookup.retry_of)}
-        if self.stream:
-            await self.deliver_events(answer.status, headers, answer.response)
-            assert self.response is not None
-            return self.response
-        body = orjson.dumps(self.harness.response_from_canonical(answer.response))
-        return await self.deliver_body(body, answer.status, headers)
-
-    def answer_for_replay(self) -> Answer:
-        """The recorded answer, for a retry to get (called only when one may need it)."""
-        assert self.answered is not None
-        body = self.answered.get("body")
-        response = self.canonical_answer()
-        return Answer(
-            int(self.answered["status"]),
-            response,
-            replayed_fields(self.answered),
-            len(orjson.dumps(body)),
-        )
-
-    def canonical_answer(self) -> Any:
-        assert self.answered is not None
-        return self.upstream.response_to_canonical(self.answered["body"])
-
-    async def _relay_stream(self, up: UpstreamResponse) -> web.StreamResponse:
-        headers = relayed_headers(up.headers)
-        resp, frames = await self.open_stream(up.status, headers)
-        relay = StreamRelay(self.harness, self.upstream, frames, harness_usage=self.harness_usage)
-        async for chunk in self.chunks(up):
-            if self.t_first is None:
-                self.t_first = time.perf_counter()
-            if out := relay.feed(chunk):
-                await resp.write(out)
-        if out := relay.finish():
-            await resp.write(out)
-        self._record_response(up.status, relay.recorded(self.upstream))
-        await resp.write_eof()
-        self.outcome.delivered = True
-        return resp
-
-    async def open_stream(
-        self, status: int, headers: dict[str, str]
-    ) -> tuple[web.StreamResponse, StreamRenderer]:
-        """Start the harness's event stream; its response and its dialect's renderer."""
-        self.frames = stream_renderer(
-            self.harness.name, model=self.rollout.endpoint.model,
-            include_usage=self.harness_usage,
-        )  # fmt: skip
-        headers = {**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        resp = self.response = web.StreamResponse(status=status, headers=headers)
-        await resp.prepare(self.request)
-        return resp, self.frames
-
-    async def chunks(self, up: UpstreamResponse) -> AsyncIterator[bytes]:
-        """The upstream's body as it arrives; each ``keepalive_s`` of silence sends an
-        open harness stream its dialect's keepalive."""
-        while True:
-            chunk = await up.read_chunk(self.keepalive_s)
-            if chunk is None:
-                if self.response is not None and self.frames is not None:
-                    await self.response.write(self.frames.keepalive())
-                continue
-            if not chunk:
-                return
-            yield chunk
-
-    async def _status_error(self, up: UpstreamResponse) -> UpstreamStatusError:
-        body = await up.read()
-        detail = self.upstream.upstream_error_detail(body)
-        message = f"upstream answered HTTP {up.status}"
-        if detail is not None and isinstance(detail.get("message"), str):
-            message += ": " + detail["message"]
-        err = UpstreamStatusError(
-            message, upstream_status=up.status, body=body,
-            retry_after=_retry_after(up.headers.get("Retry-After")),
-        )  # fmt: skip
-        err.upstream_error = detail
-        return err
-
-    def _timing(self) -> dict[str, float | None]:
-        t0 = self.intercept.started
-        return {
-            "ttfb_ms": _ms(t0, self.t_headers),
-            "ttfc_ms": _ms(t0, self.t_first),
-            "total_ms": _ms(t0, time.perf_counter()),
-        }
-
-    def _record_response(self, status: int, recorded: dict[str, Any]) -> None:
+    def record_response(self, status: int, recorded: dict[str, Any]) -> None:
+        """The response event, and the counters its usage goes to."""
         payload: dict[str, Any] = {
             "intercept_id": self.intercept.id,
             "status": status,
@@ -366,25 +320,24 @@ class ModelCall:
         self.outcome.error_status = http_status_of(err)
         self.stats.record_error(err.code)
 
+    def _timing(self) -> dict[str, float | None]:
+        t0 = self.intercept.started
+        return {
+            "ttfb_ms": _ms(t0, self.t_headers),
+            "ttfc_ms": _ms(t0, self.t_first),
+            "total_ms": _ms(t0, time.perf_counter()),
+        }
+
     async def fail(self, err: RolltapError) -> web.StreamResponse:
         """Record ``err`` and deliver it: a response, or an in-band event mid-stream."""
         self.record_error(err)
         resp, frames = self.response, self.frames
         if resp is None or frames is None:
             self.outcome.delivered = True  # handed to aiohttp
-            return error_response(err, self.harness)
+            return error_response(err, self.harness.error_body)
         await resp.write(frames.error(err))
         await resp.write_eof()
         return resp
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 def _ms(t0: float, t: float | None) -> float | None:

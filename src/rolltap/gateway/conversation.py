@@ -3,18 +3,27 @@
 A harness resends the whole conversation every turn. The index remembers a rolling
 digest of every conversation the rollout has sent; a new request is matched against
 them, and its event keeps only the messages past the longest earlier conversation it
-extends, plus that prefix's digest and length.
+extends, plus that prefix's digest and length. :func:`conversation_of` finds the
+conversation in a request body of any dialect.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-__all__ = ["ConversationIndex", "PrefixMatch"]
+__all__ = ["CONVERSATION_KEYS", "ConversationIndex", "PrefixMatch", "conversation_of"]
+
+#: where each dialect keeps the conversation in a request body
+CONVERSATION_KEYS: Mapping[str, str] = {
+    "chat": "messages",
+    "messages": "messages",
+    "responses": "input",
+}
 
 _SEPARATOR = b"\x1e"
 
@@ -49,3 +58,11 @@ class ConversationIndex:
 
     def __len__(self) -> int:
         return len(self._seen)
+
+
+def conversation_of(dialect: str, body: Mapping[str, Any]) -> list[Any]:
+    """The request's conversation as a list (a Responses string input is one user turn)."""
+    value = body.get(CONVERSATION_KEYS[dialect])
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []

@@ -18,7 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from rolltap.clients.kinds import upstream_for
 from rolltap.clients.relay import RelayClient
+from rolltap.clients.token_upstream import renderer_config
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import (
     ConfigError,
@@ -29,14 +31,14 @@ from rolltap.errors import (
     SessionExistsError,
 )
 from rolltap.gateway.admin import add_admin_routes
-from rolltap.gateway.authguard import AuthThrottle
+from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.observer import CallTracer, RolloutAdmitter, RolloutObserver
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session_id_of
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
-from rolltap.gateway.tokens import renderer_config
+from rolltap.http.auth import AuthThrottle
 from rolltap.pool import Lease, ModelClientPool
 from rolltap.proc.memory import Trimmer
 from rolltap.tokens import RendererRegistry
@@ -87,6 +89,11 @@ class Gateway:
         #: sees every rollout (as an observer) and every ended call: spans, when given
         self.tracer = tracer
         self.observers = [*observers, *([] if tracer is None else [tracer])]
+        #: what the servers and the harness routes are handed (the admin routes alone get
+        #: the gateway itself, as an :class:`~rolltap.gateway.admin.Admin`)
+        self.context = GatewayContext(
+            self.settings, self.stats, self.auth_throttle, self.observers, tracer
+        )
         self._servers: list[GatewayServer] = []
         self._rollouts: dict[str, Rollout] = {}
         #: the session ids of live rollouts (and of registrations under way)
@@ -193,7 +200,8 @@ class Gateway:
         limits: RolloutLimits | None = None,
         sampling: dict[str, Any] | None = None,
     ) -> Rollout:
-        """Register a rollout: lease its model client and place it on a server.
+        """Register a rollout: lease its model client, choose its upstream on it (relay or
+        token, :func:`~rolltap.clients.kinds.upstream_for`) and place it on a server.
 
         ``api_key`` is a per-rollout upstream credential (memory only); without it the
         endpoint's ``api_key_env`` is read. ``limits`` bound the rollout's calls;
@@ -212,14 +220,16 @@ class Gateway:
         lease: Lease[RelayClient] | None = None
         try:
             lease = await self._borrow(ep, credential, user, rollout_id)
+            upstream = upstream_for(ep, lease.client, self.renderers)
             async with self._place_lock:  # choose and place together: least-loaded holds
+                server = await self._choose_server()
                 rollout = Rollout(
                     id=rollout_id, secret=new_secret(), endpoint=ep, lease=lease,
-                    server=await self._choose_server(), session_id=session_id, user=user,
+                    upstream=upstream, server=server, session_id=session_id, user=user,
                     metadata=dict(metadata or {}), limits=limits or RolloutLimits(),
                     sampling=dict(sampling or {}), limiter=self._limiters.get(ep.name),
                 )  # fmt: skip
-                rollout.server.place(rollout)
+                server.place(rollout)
             await self._admit(rollout)
         except BaseException:
             self._sessions.discard(session_id)
@@ -339,10 +349,10 @@ class Gateway:
         return await self._start_server(admin=False, port=0)
 
     async def _start_server(self, *, admin: bool, port: int) -> GatewayServer:
-        server = GatewayServer(self, admin=admin, max_body_bytes=self.settings.max_body_bytes)
+        server = GatewayServer(self.context, max_body_bytes=self.settings.max_body_bytes)
         add_harness_routes(server.app)
         if admin:
-            add_admin_routes(server.app, endpoints=list(self._endpoints))
+            add_admin_routes(server.app, self, endpoints=list(self._endpoints))
         try:
             await server.start(self.settings.host, port, self.settings.public_host)
         except OSError as exc:

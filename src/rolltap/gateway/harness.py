@@ -17,42 +17,45 @@ from aiohttp import web
 from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall
+from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.replay import look_up, settle
-from rolltap.gateway.server import GATEWAY, SERVER, read_body
+from rolltap.gateway.rollout import Rollout
+from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
-from rolltap.gateway.tokens import TokenCall
+from rolltap.http.body import read_body
 
-__all__ = ["ESTIMATE_HEADER", "add_harness_routes"]
+__all__ = ["ESTIMATE_HEADER", "PREFIX", "add_harness_routes", "answer_call"]
 
 PREFIX = "/r/{rollout_id}/v1"
 
 
-async def _read(request: web.Request, dialect: Dialect) -> tuple[dict[str, Any], bytes | None]:
+async def _read(
+    request: web.Request, dialect: Dialect, context: GatewayContext
+) -> tuple[dict[str, Any], bytes | None]:
     """The parsed body; its bytes too only when the gateway keeps them (benchmarks).
 
     The bytes (MBs for a long multimodal history) must not stay referenced by the
     handler for the whole call.
     """
-    settings = request.app[GATEWAY].settings
+    settings = context.settings
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     return dialect.validate_request(raw), (None if settings.discard_intercepts else raw)
 
 
-async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamResponse:
-    gateway, server = request.app[GATEWAY], request.app[SERVER]
-    rollout = server.authenticate(request)
-    body, kept = await _read(request, dialect)
-    gateway.stats.requests += 1
+async def answer_call(
+    request: web.Request, rollout: Rollout, dialect: Dialect, context: GatewayContext
+) -> web.StreamResponse:
+    """One authenticated model call of ``rollout``: its body read and parsed, then the
+    call run to an outcome that is recorded and answered, then the observers told."""
+    body, kept = await _read(request, dialect, context)
+    context.stats.requests += 1
     lookup = look_up(rollout.replays, request.headers, body)
-    gateway.stats.retries += lookup.retry_count > 0
+    context.stats.retries += lookup.retry_count > 0
     intercept = rollout.open_intercept()
-    args = (request, rollout, intercept, dialect, body, gateway.stats)
-    keepalive_s = gateway.settings.keepalive_s
-    call: ModelCall
-    if rollout.endpoint.client == "tokens":
-        call = TokenCall(*args, keepalive_s=keepalive_s, renderers=gateway.renderers, lookup=lookup)
-    else:
-        call = ModelCall(*args, keepalive_s=keepalive_s, lookup=lookup)
+    call = ModelCall(
+        request, rollout, intercept, dialect, body, context.stats,
+        keepalive_s=context.settings.keepalive_s, lookup=lookup,
+    )  # fmt: skip
     try:
         return await call.run()
     except RolltapError as err:
@@ -71,14 +74,14 @@ async def _model_call(request: web.Request, dialect: Dialect) -> web.StreamRespo
     finally:
         rollout.replays = settle(
             rollout.replays, lookup, call.outcome, body, call.answer_for_replay,
-            max_bytes=gateway.settings.replay_max_bytes,
+            max_bytes=context.settings.replay_max_bytes,
         )  # fmt: skip
         rollout.discard(intercept)
         if kept is not None and rollout.closed is None:
             rollout.retained.append(kept)
-        if gateway.tracer is not None:
-            gateway.tracer.call_ended(call)
-        for observer in gateway.observers:
+        if context.tracer is not None:
+            context.tracer.call_ended(call)
+        for observer in context.observers:
             observer.call_finished(rollout)
 
 
@@ -86,7 +89,8 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     dialect = get_dialect(name)
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        return await _model_call(request, dialect)
+        rollout = request.app[SERVER].authenticate(request)
+        return await answer_call(request, rollout, dialect, request.app[CONTEXT])
 
     handler.__name__ = f"{name}_call"
     return handler

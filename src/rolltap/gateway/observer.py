@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from rolltap.gateway.call import ModelCall
-    from rolltap.gateway.rollout import Rollout
+from rolltap.gateway.call import ModelCall
+from rolltap.gateway.rollout import Rollout
 
 __all__ = ["CallTracer", "RolloutAdmitter", "RolloutObserver"]
 

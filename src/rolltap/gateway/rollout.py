@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rolltap.clients.relay import RelayClient
+from rolltap.clients.upstream import Upstream
 from rolltap.config import EndpointConfig
 from rolltap.errors import (
     InvalidRequestError,
@@ -16,19 +18,18 @@ from rolltap.errors import (
     RolloutClosedError,
     RolltapError,
 )
-from rolltap.gateway.authguard import tokens_match
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.replay import ReplayBook
+from rolltap.http.auth import tokens_match
 from rolltap.pool import Lease
 from rolltap.store.events import EventLog
 from rolltap.store.schema import ID_LENGTH
 
-if TYPE_CHECKING:
-    from rolltap.gateway.server import GatewayServer
-    from rolltap.tokens.turns import TokenTurns
-
-__all__ = ["SESSION_KEY", "Intercept", "Rollout", "new_rollout_id", "new_secret", "session_id_of"]
+__all__ = [
+    "SESSION_KEY", "Host", "Intercept", "Rollout", "new_rollout_id", "new_secret",
+    "session_id_of",
+]  # fmt: skip
 
 
 #: the rollout metadata key naming its store session (default: the rollout id)
@@ -87,6 +88,18 @@ class Intercept:
         return self.abort_error
 
 
+class Host(Protocol):
+    """Where a rollout is placed (a :class:`~rolltap.gateway.server.GatewayServer`)."""
+
+    url: str
+
+    def remove(self, rollout_id: str) -> None: ...
+
+
+#: a call's upstream slot when its endpoint caps none (reusable, it holds nothing)
+_UNCAPPED = nullcontext()
+
+
 @dataclass(eq=False, slots=True)
 class Rollout:
     """A registered rollout. The gateway owns it; the harness knows its id and secret."""
@@ -95,7 +108,9 @@ class Rollout:
     secret: str
     endpoint: EndpointConfig
     lease: Lease[RelayClient]
-    server: GatewayServer
+    #: where its model calls go, chosen when it registered (on the leased client)
+    upstream: Upstream[Any]
+    server: Host
     #: the store session its events go to, set once at registration (see :func:`session_id_of`)
     session_id: str
     user: str | None = None
@@ -114,8 +129,6 @@ class Rollout:
     closed: RolltapError | None = None
     #: raw request bodies kept only when the gateway's ``discard_intercepts`` is off
     retained: list[bytes] = field(default_factory=list)
-    #: the token client's last prompt and sampled ids (token endpoints only)
-    token_turns: TokenTurns | None = None
     #: calls an SDK retry may repeat; made only once one failed, went undelivered or was keyed
     replays: ReplayBook | None = None
     created: float = field(default_factory=time.time)
@@ -129,7 +142,12 @@ class Rollout:
 
     @property
     def client(self) -> RelayClient:
+        """The leased model client (shared: never closed by the rollout)."""
         return self.lease.client
+
+    def slot(self) -> AbstractAsyncContextManager[None]:
+        """A place among the endpoint's calls in flight, held for one upstream call."""
+        return _UNCAPPED if self.limiter is None else self.limiter.slot()
 
     def check_secret(self, presented: str) -> bool:
         return tokens_match(presented, self.secret)

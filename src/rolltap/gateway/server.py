@@ -2,140 +2,48 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from rolltap.dialects.registry import Dialect, get_dialect
-from rolltap.errors import (
-    AuthenticationError,
-    BodyTooLargeError,
-    InvalidRequestError,
-    MethodNotAllowedError,
-    NotFoundError,
-    RequestTimeoutError,
-    RolloutNotFoundError,
-    RolltapError,
-)
-from rolltap.gateway.authguard import AuthThrottle, tokens_match
-from rolltap.gateway.call import error_response
+from rolltap.dialects.registry import get_dialect
+from rolltap.errors import RolloutNotFoundError
+from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.rollout import Rollout
+from rolltap.http.auth import check_bearer
+from rolltap.http.errors import ErrorShape, error_middleware
 
-if TYPE_CHECKING:
-    from rolltap.gateway.gateway import Gateway
+__all__ = ["CONTEXT", "SERVER", "GatewayServer"]
 
-__all__ = [
-    "GATEWAY",
-    "SERVER",
-    "GatewayServer",
-    "bearer_token",
-    "check_bearer",
-    "peer_of",
-    "read_body",
-]
-
-GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway")
+CONTEXT: web.AppKey[GatewayContext] = web.AppKey("context")
 SERVER: web.AppKey[GatewayServer] = web.AppKey("server")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_MESSAGES, _CHAT = get_dialect("messages").error_body, get_dialect("chat").error_body
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves the gateway in the route's dialect, with rolltap's code."""
-    try:
-        return await handler(request)
-    except RolltapError as err:
-        return error_response(err, _dialect_of(request.path))
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error_response(_translate_http(exc), _dialect_of(request.path))
-
-
-def _dialect_of(path: str) -> Dialect:
+def _shape_of(request: web.Request) -> ErrorShape:
     # Anthropic routes answer in Anthropic's error shape; every other route (chat,
     # Responses, admin) in OpenAI's.
-    return get_dialect("messages" if "/v1/messages" in path else "chat")
+    return _MESSAGES if "/v1/messages" in request.path else _CHAT
 
 
-def _translate_http(exc: web.HTTPException) -> RolltapError:
-    if exc.status == 404:
-        return NotFoundError("no such route")
-    if exc.status == 405:
-        return MethodNotAllowedError(f"method not allowed: {exc.reason}")
-    if exc.status == 413:
-        return BodyTooLargeError("request body is over the limit")
-    return RolltapError(f"HTTP {exc.status}: {exc.reason}")
+#: every error leaves the gateway in the route's dialect, with rolltap's code
+_errors = error_middleware(_shape_of)
 
 
 async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def bearer_token(request: web.Request) -> str | None:
-    auth = request.headers.get("Authorization")
-    if auth is not None and auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return request.headers.get("x-api-key")
-
-
-def peer_of(request: web.Request) -> str:
-    """The peer's address (the key failed authentications are counted under)."""
-    return request.remote or "?"
-
-
-def check_bearer(
-    request: web.Request, expected: str, throttle: AuthThrottle, *, what: str, key: str = ""
-) -> None:
-    """Raise unless the request bears ``expected``: ``401`` on a wrong or missing token,
-    ``429 auth_rate_limited`` once the peer failed too often (``key`` narrows the count)."""
-    counted = peer_of(request) + key
-    throttle.check(counted)
-    presented = bearer_token(request)
-    if presented is None or not tokens_match(presented, expected):
-        throttle.failed(counted)
-        raise AuthenticationError(f"invalid {what}")
-
-
-async def read_body(request: web.Request, limit: int, *, timeout_s: float) -> bytes:
-    """The request body, at most ``limit`` bytes (else 413), received within
-    ``timeout_s`` of being asked for (else ``408 request_timeout``)."""
-    length = request.content_length
-    if length is not None and length > limit:
-        raise BodyTooLargeError(f"request body of {length} bytes is over the {limit}-byte limit")
-    # Read the stream ourselves: Request.read() keeps the bytes on the request for as
-    # long as the handler runs — MBs per call for a long multimodal history.
-    body = bytearray()
-    try:
-        async with asyncio.timeout(timeout_s):
-            while chunk := await request.content.readany():
-                body += chunk
-                if len(body) > limit:
-                    raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
-    except TimeoutError:
-        raise RequestTimeoutError(
-            f"request body not received within {timeout_s:g}s ({len(body)} bytes came)"
-        ) from None
-    except web.RequestPayloadError as exc:
-        # a body aiohttp could not decode (a bad Content-Encoding, broken chunking)
-        raise InvalidRequestError(f"unreadable request body: {exc}") from exc
-    return bytes(body)
-
-
 class GatewayServer:
     """An aiohttp listener; the gateway places rollouts on it and closes it when idle."""
 
-    def __init__(self, gateway: Gateway, *, admin: bool, max_body_bytes: int) -> None:
-        self.admin = admin
+    def __init__(self, context: GatewayContext, *, max_body_bytes: int) -> None:
         self.rollouts: dict[str, Rollout] = {}
         self.idle_since: float | None = time.monotonic()
         self.url = ""
         app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
-        app[GATEWAY] = gateway
+        app[CONTEXT] = context
         app[SERVER] = self
         app.router.add_get("/health", _health)
         self.app = app
@@ -158,7 +66,7 @@ class GatewayServer:
             raise RolloutNotFoundError(f"no rollout {rollout_id!r} on this server")
         # counted per peer and rollout: one harness with a stale secret must not lock
         # every other rollout of the same host out
-        throttle = self.app[GATEWAY].auth_throttle
+        throttle = self.app[CONTEXT].auth_throttle
         check_bearer(request, rollout.secret, throttle, what="rollout secret", key="/" + rollout_id)
         return rollout
 

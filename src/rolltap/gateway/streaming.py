@@ -1,10 +1,12 @@
-"""Moving one upstream stream to the harness, recording it on the way.
+"""Moving one upstream stream to the harness, recording it on the way; and a whole
+answer made into a stream.
 
-Three shapes, one interface (``feed`` a chunk, get the bytes to write; ``finish`` at
-the upstream's end of stream; ``recorded`` for the response event):
+:class:`StreamRelay` has three shapes, chosen by the call's :class:`~rolltap.gateway.call.Path`
+(one interface: ``feed`` a chunk, get the bytes to write; ``finish`` at the upstream's
+end of stream; ``recorded`` for the response event):
 
 - chat to chat (the fast path): bytes relayed as they came, chunks folded by
-  :class:`~rolltap.gateway.recording.ChatStreamAccumulator`; the usage-only chunk is
+  :class:`~rolltap.gateway.summaries.ChatStreamAccumulator`; the usage-only chunk is
   withheld when the gateway itself asked for it;
 - same dialect otherwise: bytes relayed as they came, events parsed and folded to
   record the answer;
@@ -12,6 +14,7 @@ the upstream's end of stream; ``recorded`` for the response event):
   rendered as the harness's, incrementally.
 
 Keepalive and in-band error frames (the harness dialect's own) are the call's.
+:func:`events_of` unfolds a whole canonical answer into the events of a stream.
 """
 
 from __future__ import annotations
@@ -20,26 +23,46 @@ from typing import Any
 
 import orjson
 
+from rolltap.dialects.canonical import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    Reasoning,
+    Response,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    ToolCall,
+    Usage,
+)
 from rolltap.dialects.registry import Dialect
 from rolltap.dialects.sse import SSEEvent, SSESplitter
 from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser
 from rolltap.errors import UpstreamProtocolError
-from rolltap.gateway.folding import StreamFolder, summarize_canonical
-from rolltap.gateway.recording import ChatStreamAccumulator, summarize_body
+from rolltap.gateway.summaries import (
+    ChatStreamAccumulator,
+    StreamFolder,
+    chat_stream_recorded,
+    folded_stream_recorded,
+)
 
-__all__ = ["StreamRelay"]
+__all__ = ["StreamRelay", "events_of"]
 
 
 class StreamRelay:
     """One stream's translation and recording state."""
 
-    __slots__ = ("_acc", "_done", "_folder", "_frames", "_parser", "_split", "_strip", "_xlate")
+    __slots__ = (
+        "_acc", "_done", "_folder", "_frames", "_parser", "_split", "_strip", "_upstream",
+        "_xlate",
+    )  # fmt: skip
 
     def __init__(
-        self, harness: Dialect, upstream: Dialect, frames: StreamRenderer, *, harness_usage: bool
-    ) -> None:
+        self, upstream: Dialect, frames: StreamRenderer, *, translate: bool, chat: bool,
+        harness_usage: bool,
+    ) -> None:  # fmt: skip
         self._split = SSESplitter()
-        self._xlate = harness.name != upstream.name
+        self._upstream, self._xlate = upstream, translate
         # a chat harness that did not ask for the usage chunk does not get it
         self._strip = not harness_usage
         self._done = False
@@ -48,7 +71,7 @@ class StreamRelay:
         self._acc: ChatStreamAccumulator | None = None
         self._parser: StreamParser | None = None
         self._folder = StreamFolder()
-        if upstream.name == "chat" and not self._xlate:
+        if chat:
             self._acc = ChatStreamAccumulator()
         else:
             self._parser = stream_parser(upstream.name)
@@ -70,18 +93,12 @@ class StreamRelay:
             raise UpstreamProtocolError("upstream stream ended before [DONE]")
         return b""
 
-    def recorded(self, upstream: Dialect) -> dict[str, Any]:
+    def recorded(self) -> dict[str, Any]:
         """``body`` (in the upstream's dialect), the summary fields and ``chunks``."""
         if self._acc is not None:
-            body = self._acc.body()
-            return {"body": body, **summarize_body(body), "chunks": self._acc.chunks}
-        resp = self._folder.response()
-        out = {"body": upstream.response_from_canonical(resp), **summarize_canonical(resp)}
-        out["chunks"] = self._folder.events
+            return chat_stream_recorded(self._acc)
         extras = self._parser.extras if self._parser is not None else {}
-        if extras:
-            out["extras"] = extras
-        return out
+        return folded_stream_recorded(self._folder, self._upstream, extras)
 
     def _translate(self, events: list[SSEEvent]) -> bytes:
         assert self._parser is not None
@@ -125,3 +142,25 @@ def _chunk(data: bytes) -> dict[str, Any]:
     if "error" in obj:
         raise UpstreamProtocolError(f"upstream stream error: {obj['error']}")
     return obj
+
+
+def events_of(resp: Response) -> list[StreamEvent]:
+    """The stream events a complete answer unfolds into (one delta per block).
+
+    >>> from rolltap.dialects.canonical import Text
+    >>> [type(e).__name__ for e in events_of(Response("r", "m", (Text("hi"),), None, Usage()))]
+    ['StreamStart', 'BlockStart', 'BlockDelta', 'BlockStop', 'StreamEnd']
+    """
+    events: list[StreamEvent] = [StreamStart(resp.id, resp.model, Usage(resp.usage.input_tokens))]
+    for index, part in enumerate(resp.parts):
+        if isinstance(part, ToolCall):
+            events.append(BlockStart(index, "tool_call", id=part.id, name=part.name))
+            events.append(BlockDelta(index, part.arguments))
+            events.append(BlockStop(index))
+        elif isinstance(part, Reasoning):
+            events += [BlockStart(index, "reasoning"), BlockDelta(index, part.text),
+                       BlockStop(index, part.signature)]  # fmt: skip
+        else:
+            events += [BlockStart(index, "text"), BlockDelta(index, part.text), BlockStop(index)]
+    events.append(StreamEnd(resp.stop_reason, resp.usage, resp.stop_sequence))
+    return events

@@ -19,14 +19,15 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from rolltap.clients.relay import relayed_headers
 from rolltap.dialects import anthropic_messages
-from rolltap.dialects.openai_chat import load_json_object
-from rolltap.dialects.registry import get_dialect
 from rolltap.errors import HarnessDisconnectedError, RolltapError, http_status_of
-from rolltap.gateway.call import error_response, relayed_headers
-from rolltap.gateway.rewrite import conversation_of
+from rolltap.gateway.conversation import conversation_of
 from rolltap.gateway.rollout import Intercept, Rollout
-from rolltap.gateway.server import GATEWAY, SERVER, read_body
+from rolltap.gateway.server import CONTEXT, SERVER
+from rolltap.http.body import read_body
+from rolltap.http.errors import error_response
+from rolltap.http.json_body import load_json_object
 from rolltap.store.events import EventKind
 
 __all__ = ["ESTIMATE_HEADER", "TokenCount", "count_tokens"]
@@ -119,14 +120,14 @@ def _input_tokens(raw: bytes) -> int | None:
 
 async def count_tokens(request: web.Request) -> web.Response:
     """Anthropic's token count: the upstream's when it speaks Messages, else an estimate."""
-    gateway, server = request.app[GATEWAY], request.app[SERVER]
+    context, server = request.app[CONTEXT], request.app[SERVER]
     rollout = server.authenticate(request)
-    settings = gateway.settings
+    settings = context.settings
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     body = load_json_object(raw)
     intercept = rollout.open_intercept()
     count = TokenCount(rollout, intercept, body)
-    messages = get_dialect("messages")
+    messages = anthropic_messages.error_body
     try:
         return await count.answer(request)
     except RolltapError as err:
@@ -142,5 +143,5 @@ async def count_tokens(request: web.Request) -> web.Response:
         return error_response(error, messages)
     finally:
         rollout.discard(intercept)
-        for observer in gateway.observers:
+        for observer in context.observers:
             observer.call_finished(rollout)

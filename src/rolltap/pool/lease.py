@@ -6,7 +6,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from rolltap.clients.base import ModelClient
+from rolltap.pool.client import ModelClient
 
 __all__ = ["C", "Lease"]
 

@@ -19,13 +19,13 @@ from typing import Any, Literal
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError, RolltapError, StoreError
 from rolltap.gateway import Gateway, RolloutLimits
-from rolltap.gateway.recorder import StoreRecorder
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
 from rolltap.otel import open_tracer, otel_enabled
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness
 from rolltap.rollouts.prepare import Plan, prepare
+from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.summary import summarize

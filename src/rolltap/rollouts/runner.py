@@ -3,7 +3,7 @@
 Each rollout: a store session (its task dict names ``task_id`` and ``sample``), a
 gateway registration (limits, sampling), the harness, then unregister (or abort),
 reward, and a final commit with status and reward. Events are committed incrementally
-as calls finish (:class:`~rolltap.gateway.recorder.StoreRecorder`). :meth:`Runner.stop`
+as calls finish (:class:`~rolltap.rollouts.recorder.StoreRecorder`). :meth:`Runner.stop`
 stops admitting and cancels the harnesses in flight; those rollouts end ``cancelled``.
 A rollout's place among the ``c`` is freed once it is scored, before its final commit
 lands, so the run goes on while the database is away; ``admission`` (the store's
@@ -25,8 +25,8 @@ import httpx2
 
 from rolltap.errors import RolltapError, StoreBusyError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
-from rolltap.gateway.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
+from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.results import RolloutResult, call_stats, failure_of
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task

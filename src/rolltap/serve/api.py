@@ -21,25 +21,18 @@ route                             does
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rolltap.dialects.openai_chat import load_json_object
-from rolltap.errors import (
-    BodyTooLargeError,
-    InvalidRequestError,
-    MethodNotAllowedError,
-    NotFoundError,
-    RolloutNotFoundError,
-    RolltapError,
-)
-from rolltap.gateway.authguard import AuthThrottle
-from rolltap.gateway.call import error_response
-from rolltap.gateway.server import check_bearer, read_body
+from rolltap.dialects.openai_chat import error_body
+from rolltap.errors import InvalidRequestError, RolloutNotFoundError
+from rolltap.http.auth import AuthThrottle, check_bearer
+from rolltap.http.body import read_body
+from rolltap.http.errors import error_middleware
+from rolltap.http.json_body import load_json_object
 from rolltap.openapi import add_openapi_route, serve_document
 from rolltap.serve.metrics import render_metrics
 from rolltap.serve.protocol import RolloutSpec
@@ -55,8 +48,6 @@ _BODY_LIMIT = 64 * 1024 * 1024
 #: how often a quiet result stream says it is alive (proxies cut silent streams)
 KEEPALIVE_S = 15.0
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 class SubmitRequest(BaseModel):
     """The body of ``POST /rollouts``."""
@@ -69,23 +60,8 @@ class SubmitRequest(BaseModel):
     detach: bool = False
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Errors leave as ``{"error": {"message", "type", "code"}}`` with rolltap's code."""
-    try:
-        return await handler(request)
-    except RolltapError as err:
-        return error_response(err)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        if exc.status == 404:
-            return error_response(NotFoundError("no such route"))
-        if exc.status == 405:
-            return error_response(MethodNotAllowedError(f"method not allowed: {exc.reason}"))
-        if exc.status == 413:
-            return error_response(BodyTooLargeError("request body is over the limit"))
-        return error_response(RolltapError(f"HTTP {exc.status}: {exc.reason}"))
+#: errors leave as ``{"error": {"message", "type", "code"}}`` with rolltap's code
+_errors = error_middleware(lambda request: error_body)
 
 
 def _service(request: web.Request) -> Service:

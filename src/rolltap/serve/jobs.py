@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolltap.errors import ConfigError, StoreError
-from rolltap.gateway import Gateway, RolloutLimits, StoreRecorder
-from rolltap.gateway.recorder import SessionStore
+from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.subprocess_harness import command_harness

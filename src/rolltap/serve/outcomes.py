@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rolltap.errors import StoreError
-from rolltap.gateway.recorder import SessionStore
+from rolltap.rollouts.recorder import SessionStore
 from rolltap.rollouts.tasks import Task
 from rolltap.store import EventKind, EventLog, Store, StoreConflictError, StoreNotFoundError
 

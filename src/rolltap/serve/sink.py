@@ -4,7 +4,7 @@ With PostgreSQL or MySQL every worker opens the store itself, so W workers commi
 through W writers. SQLite allows one writer only, so there the supervisor owns the
 store and each worker passes a :class:`ShippedStore` to its runner: every write
 travels as a ``store`` frame, and a commit carries only the events the supervisor has
-not been sent yet. Both are a :class:`~rolltap.gateway.recorder.SessionStore`.
+not been sent yet. Both are a :class:`~rolltap.rollouts.recorder.SessionStore`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rolltap.errors import StoreBusyError, StoreError
-from rolltap.gateway.recorder import SessionStore
+from rolltap.rollouts.recorder import SessionStore
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
 from rolltap.store import (
     CommitResult,

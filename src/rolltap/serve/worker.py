@@ -23,9 +23,9 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from rolltap.errors import StoreError
-from rolltap.gateway import Gateway, StoreRecorder
-from rolltap.gateway.recorder import SessionStore
+from rolltap.gateway import Gateway
 from rolltap.otel import open_tracer
+from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig

@@ -1,7 +1,8 @@
 """Checking bearer credentials: in constant time, and throttled per peer.
 
 Every credential rolltap checks (the gateway's admin token, each rollout's secret, the
-serve token) goes through :func:`tokens_match`. :class:`AuthThrottle` answers
+serve token) is read by :func:`bearer_token` and compared by :func:`tokens_match`;
+:func:`check_bearer` does both, throttled. :class:`AuthThrottle` answers
 ``429 auth_rate_limited`` once a peer has failed ``limit`` times within a minute, to
 every attempt of that key — the right token too, or a guesser would learn it from the
 different answer — until the oldest failure leaves the window.
@@ -22,9 +23,11 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from rolltap.errors import AuthRateLimitedError
+from aiohttp import web
 
-__all__ = ["AuthThrottle", "tokens_match"]
+from rolltap.errors import AuthenticationError, AuthRateLimitedError
+
+__all__ = ["AuthThrottle", "bearer_token", "check_bearer", "peer_of", "tokens_match"]
 
 #: the most peers whose recent failures are remembered; the least recently failing
 #: one is forgotten first, so memory stays bounded whatever the number of peers
@@ -93,3 +96,29 @@ class AuthThrottle:
         self._failures.move_to_end(key)
         while len(self._failures) > self.max_peers:
             self._failures.popitem(last=False)
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The presented credential: ``Authorization: Bearer …``, else ``x-api-key``."""
+    auth = request.headers.get("Authorization")
+    if auth is not None and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+def peer_of(request: web.Request) -> str:
+    """The peer's address (the key failed authentications are counted under)."""
+    return request.remote or "?"
+
+
+def check_bearer(
+    request: web.Request, expected: str, throttle: AuthThrottle, *, what: str, key: str = ""
+) -> None:
+    """Raise unless the request bears ``expected``: ``401`` on a wrong or missing token,
+    ``429 auth_rate_limited`` once the peer failed too often (``key`` narrows the count)."""
+    counted = peer_of(request) + key
+    throttle.check(counted)
+    presented = bearer_token(request)
+    if presented is None or not tokens_match(presented, expected):
+        throttle.failed(counted)
+        raise AuthenticationError(f"invalid {what}")

@@ -36,7 +36,7 @@ from rolltap.store.errors import StoreConflictError
 
 __all__ = ["SESSION_KEY", "SessionStore", "StoreRecorder"]
 
-log = logging.getLogger("rolltap.gateway.recorder")
+log = logging.getLogger("rolltap.rollouts.recorder")
 
 
 class SessionStore(Protocol):

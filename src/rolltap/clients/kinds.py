@@ -1,0 +1,25 @@
+"""Which kind of upstream an endpoint's rollouts get: decided here, once per rollout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rolltap.clients.relay import RelayClient
+from rolltap.clients.relay_upstream import RelayUpstream
+from rolltap.clients.token_upstream import TokenUpstream
+from rolltap.clients.upstream import Upstream
+from rolltap.config import EndpointConfig
+from rolltap.tokens import RendererRegistry
+
+__all__ = ["upstream_for"]
+
+
+def upstream_for(
+    endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry
+) -> Upstream[Any]:
+    """A registering rollout's upstream on the model client the pool lent it: the token
+    upstream for a ``client = "tokens"`` endpoint (rendering with ``renderers``), the
+    relay upstream for any other."""
+    if endpoint.client == "tokens":
+        return TokenUpstream(endpoint, client, renderers)
+    return RelayUpstream(endpoint, client)

@@ -1,0 +1,122 @@
+"""The relay upstream: a call forwarded in the endpoint's own dialect (eval mode).
+
+When the harness speaks the endpoint's dialect the call passes through: the harness's
+body with the documented rewrites only (:func:`apply_rewrites`), the answer as it
+came. Otherwise the request is translated through the canonical model
+(:mod:`rolltap.dialects`); the gateway translates the answer back as it delivers it.
+
+The rewrites apply to the upstream-dialect body (the harness's own body on
+pass-through, the translated one otherwise), so there is one set of rules per upstream
+dialect:
+
+- ``model`` becomes the endpoint's model;
+- the run's sampling settings replace what the harness sent, under the upstream
+  dialect's names (``max_tokens`` is ``max_output_tokens`` for Responses, ``stop`` is
+  ``stop_sequences`` for Messages); a setting the upstream dialect cannot express is
+  recorded as skipped, never sent under a name the upstream would reject;
+- a chat-completions stream gets ``stream_options.include_usage`` so usage is
+  always recorded.
+
+Every rewrite is returned as ``{"field", "from", "to"}`` for the request event.
+
+>>> body = {"model": "x", "messages": [], "max_tokens": 5}
+>>> [r["field"] for r in apply_rewrites("responses", body, "m", {"max_tokens": 9})]
+['model', 'max_output_tokens']
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+
+from rolltap.clients.relay import RelayClient, relayed_headers
+from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
+from rolltap.config import EndpointConfig
+from rolltap.dialects.registry import get_dialect
+from rolltap.http.json_body import upstream_json_object
+
+__all__ = ["RelayUpstream", "apply_rewrites"]
+
+_SSE = "text/event-stream"
+
+
+class RelayUpstream:
+    """An :class:`~rolltap.clients.upstream.Upstream` over a shared :class:`RelayClient`."""
+
+    __slots__ = ("client", "dialect", "model", "name")
+
+    def __init__(self, endpoint: EndpointConfig, client: RelayClient) -> None:
+        self.client, self.model = client, endpoint.model
+        self.dialect = get_dialect(endpoint.dialect)
+        self.name: str = self.dialect.name
+
+    async def rewrite(self, call: ModelRequest) -> UpstreamRequest:
+        """The harness's body itself on pass-through (rewritten in place), else its
+        translation; either way with the run's settings under this dialect's names."""
+        if call.dialect.name == self.name:
+            body = call.body
+        else:
+            body = self.dialect.from_canonical(call.dialect.to_canonical(call.body))
+        rewrites = apply_rewrites(self.name, body, self.model, call.sampling)
+        return UpstreamRequest(call, body, rewrites)
+
+    @asynccontextmanager
+    async def call(self, request: UpstreamRequest) -> AsyncIterator[Reply]:
+        """A stream when the harness asked for one and the upstream sent events; a body
+        otherwise (an upstream may answer a stream request with one JSON body)."""
+        call, data = request.call, orjson.dumps(request.body)
+        send = self.client.send(self.dialect.path, data, call.headers, rollout_id=call.rollout_id)
+        async with send as up:
+            streamed = call.stream and up.content_type == _SSE
+            yield Reply(
+                up.status, relayed_headers(up.headers), "stream" if streamed else "body",
+                self.dialect, up, _answer, retry_after=up.headers.get("Retry-After"),
+            )  # fmt: skip
+
+
+def _answer(raw: bytes) -> Answer:
+    return Answer(upstream_json_object(raw), raw)
+
+
+#: the run's sampling names (chat's) → each upstream dialect's; None: not expressible
+_SAMPLING_NAMES: Mapping[str, Mapping[str, str | None]] = {
+    "chat": {},
+    "messages": {"stop": "stop_sequences", "seed": None, "frequency_penalty": None,
+                 "presence_penalty": None},
+    "responses": {"max_tokens": "max_output_tokens", "stop": None, "seed": None,
+                  "top_k": None, "frequency_penalty": None, "presence_penalty": None},
+}  # fmt: skip
+
+
+def _native(dialect: str, name: str, value: Any) -> tuple[str | None, Any]:
+    names = _SAMPLING_NAMES.get(dialect, {})
+    target = names.get(name, name)
+    if target == "stop_sequences" and isinstance(value, str):
+        value = [value]
+    return target, value
+
+
+def apply_rewrites(
+    dialect: str, body: dict[str, Any], model: str, sampling: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Rewrite ``body`` (an upstream-``dialect`` request) in place; the rewrites made."""
+    rewrites: list[dict[str, Any]] = []
+    if body.get("model") != model:
+        rewrites.append({"field": "model", "from": body.get("model"), "to": model})
+        body["model"] = model
+    for name, value in sampling.items():
+        target, native = _native(dialect, name, value)
+        if target is None:
+            rewrites.append({"field": name, "from": None, "to": value, "skipped": dialect})
+        elif body.get(target) != native:
+            rewrites.append({"field": target, "from": body.get(target), "to": native})
+            body[target] = native
+    if dialect == "chat" and body.get("stream"):
+        opts = body.get("stream_options") or {}
+        if not opts.get("include_usage"):
+            rewrites.append({"field": "stream_options.include_usage", "from": None, "to": True})
+            body["stream_options"] = {**opts, "include_usage": True}
+    return rewrites

@@ -1,0 +1,173 @@
+"""The token upstream: tokens in, tokens out, answered in any dialect (train mode).
+
+The harness's request (chat, Messages or Responses) becomes canonical, then the
+model's chat template renders it to prompt ids, extending the rollout's previous
+prompt + sampled ids when the conversation extends it
+(:class:`~rolltap.tokens.turns.TokenTurns`, one per rollout: this upstream's state).
+The upstream's completions API (:mod:`rolltap.clients.completions`) samples from those
+ids; the sampled text is parsed back into text, reasoning and tool calls
+(:mod:`rolltap.tokens.parsers`). The answer is whole (tool calls can only be parsed
+then): the gateway delivers it in the harness's dialect, as a stream when it asked for
+one, with keepalives while it waits. Both events carry ``tokens``: the request's prompt
+length and how it was rendered, the response's exact prompt ids, completion ids and
+logprobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+
+from rolltap.clients.completions import (
+    COMPLETIONS_PATHS,
+    Completion,
+    completions_body,
+    parse_completion,
+)
+from rolltap.clients.relay import RelayClient, relayed_headers
+from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
+from rolltap.config import EndpointConfig
+from rolltap.dialects.canonical import Request, Response
+from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
+from rolltap.dialects.registry import get_dialect
+from rolltap.http.json_body import upstream_json_object
+from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
+from rolltap.tokens.parsers import get_parser
+from rolltap.tokens.renderer import RenderedPrompt
+from rolltap.tokens.turns import TokenTurns
+
+__all__ = ["DEFAULT_MAX_TOKENS", "TokenRequest", "TokenUpstream", "renderer_config"]
+
+#: sampling fields the canonical request carries; others go to the upstream as sent
+_CANONICAL_SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "seed")
+#: a completion's length when neither the harness nor the run bounds it
+DEFAULT_MAX_TOKENS = 1024
+
+
+def renderer_config(endpoint: EndpointConfig) -> RendererConfig:
+    """What a token endpoint's renderers are built from (one pool per distinct config)."""
+    return RendererConfig(
+        endpoint.tokenizer or "", template_kwargs=endpoint.template_kwargs,
+        eos_tokens=endpoint.eos_tokens,
+    )  # fmt: skip
+
+
+@dataclasses.dataclass(slots=True)
+class TokenRequest(UpstreamRequest):
+    """A completions request, with the rendered prompt its answer is recorded against."""
+
+    prompt: RenderedPrompt = dataclasses.field(kw_only=True)
+
+
+class TokenUpstream:
+    """An :class:`~rolltap.clients.upstream.Upstream` that samples from token ids."""
+
+    __slots__ = ("client", "endpoint", "errors", "name", "renderers", "turns")
+
+    def __init__(
+        self, endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry
+    ) -> None:
+        self.endpoint, self.client, self.renderers = endpoint, client, renderers
+        self.name = f"completions.{endpoint.completions_api}"
+        # a completions server's error bodies are read as the endpoint's dialect's
+        self.errors = get_dialect(endpoint.dialect)
+        self.turns = TokenTurns()
+
+    async def rewrite(self, call: ModelRequest) -> TokenRequest:
+        """The prompt rendered to ids (extending the last one when it can)."""
+        endpoint = self.endpoint
+        request, options, rewrites = _with_sampling(
+            call.dialect.to_canonical(call.body), call.sampling
+        )
+        messages, tools = request_to_template(request)
+        async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
+            prompt = await self.turns.render(renderer, messages, tools)
+        body = completions_body(
+            endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids, options=options
+        )
+        record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
+        return TokenRequest(call, body, rewrites, record, prompt=prompt)
+
+    @asynccontextmanager
+    async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
+        api, call = self.endpoint.completions_api, request.call
+        send = self.client.send(
+            COMPLETIONS_PATHS[api], orjson.dumps(request.body), call.headers,
+            rollout_id=call.rollout_id, from_root=api == "llamacpp",
+        )  # fmt: skip
+        async with send as up:
+            yield Reply(
+                up.status, relayed_headers(up.headers), "answer", self.errors, up,
+                functools.partial(self._answer, request),
+                retry_after=up.headers.get("Retry-After"),
+            )  # fmt: skip
+
+    def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
+        parsed = upstream_json_object(raw)
+        completion = parse_completion(self.endpoint.completions_api, parsed)
+        self.turns.sampled(request.prompt, completion.ids)
+        answer = self._response(completion, request.call.call_id)
+        # the body is the raw completion; the message is what it parsed to (tool calls)
+        message = chat_response(answer)["choices"][0]["message"]
+        record = {"message": message, "tokens": _tokens(request.prompt, completion)}
+        return Answer(parsed, raw, answer, record)
+
+    def _response(self, completion: Completion, call_id: str) -> Response:
+        parser = get_parser(self.endpoint.tool_parser)
+        result = parser.parse(
+            completion.text, finish=completion.stop_reason or "end_turn",
+            id_prefix=f"call_{call_id}_",
+        )  # fmt: skip
+        extra = {"parse_problems": result.problems} if result.problems else {}
+        return Response(
+            id=completion.id or call_id, model=self.endpoint.model,
+            parts=result.parts, stop_reason=result.stop_reason, usage=completion.usage,
+            extra=extra,
+        )  # fmt: skip
+
+
+def _with_sampling(
+    request: Request, sampling: Mapping[str, Any]
+) -> tuple[Request, dict[str, Any], list[dict[str, Any]]]:
+    """The canonical request with the run's sampling applied; the upstream options."""
+    rewrites: list[dict[str, Any]] = []
+    for name, value in sampling.items():
+        before = getattr(request, name, None) if name in _CANONICAL_SAMPLING else None
+        if before != value:
+            rewrites.append({"field": name, "from": before, "to": value})
+    fields = {k: v for k, v in sampling.items() if k in _CANONICAL_SAMPLING}
+    if "stop" in sampling:
+        stop = sampling["stop"]
+        fields["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+    request = dataclasses.replace(request, **fields)
+    options: dict[str, Any] = {
+        k: getattr(request, k) for k in _CANONICAL_SAMPLING if getattr(request, k) is not None
+    }
+    options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+    if request.stop:
+        options["stop"] = list(request.stop)
+    # the run's settings the canonical model has no field for go upstream as named
+    options.update({k: v for k, v in sampling.items() if k not in fields and k != "stop"})
+    return request, options, rewrites
+
+
+def _how(prompt: RenderedPrompt) -> dict[str, Any]:
+    how: dict[str, Any] = {"render": "extend" if prompt.extended else "full"}
+    if prompt.reason is not None:
+        how["reason"] = prompt.reason
+    return how
+
+
+def _tokens(prompt: RenderedPrompt, completion: Completion) -> dict[str, Any]:
+    """The response event's token record (docs/events.md, "Token records")."""
+    return {
+        "prompt_ids": list(prompt.ids),
+        "completion_ids": list(completion.ids),
+        "completion_logprobs": None if completion.logprobs is None else list(completion.logprobs),
+        **_how(prompt),
+    }

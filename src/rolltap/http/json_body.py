@@ -1,0 +1,59 @@
+"""A body that must be a JSON object, parsed once (orjson, no aiohttp): a request's
+(a 400 when it is not) or an upstream's answer (a 502).
+
+>>> load_json_object(b'{"model": "m"}')
+{'model': 'm'}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from rolltap.errors import InvalidRequestError, MalformedJSONError, UpstreamProtocolError
+
+__all__ = ["MAX_JSON_DEPTH", "load_json_object", "upstream_json_object"]
+
+#: the deepest nesting a request body may have: orjson parses up to 1024 levels but
+#: writes only 255, and pydantic serializes less, so a deeper body accepted here could
+#: not be recorded or passed on
+MAX_JSON_DEPTH = 128
+
+
+def _too_deep(value: object) -> bool:
+    level: list[object] = [value]
+    for _ in range(MAX_JSON_DEPTH):
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return any(isinstance(node, dict | list) and node for node in level)
+
+
+def load_json_object(raw: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object; 400 ``malformed_json``/``invalid_request``."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequestError("request body must be a JSON object", field="body")
+    if _too_deep(body):
+        raise InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
+    return body
+
+
+def upstream_json_object(raw: bytes) -> dict[str, Any]:
+    """An upstream's answer that must be a JSON object; ``upstream_bad_response`` if not."""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamProtocolError(f"upstream returned invalid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise UpstreamProtocolError("upstream returned a JSON value that is not an object")
+    return parsed
