@@ -92,7 +92,7 @@ def serve(
         float | None, typer.Option(help="A worker this silent is replaced, s [30]")
     ] = None,
     config: Annotated[
-        Path | None, typer.Option(help="TOML with [serve] and [endpoints.NAME] tables")
+        Path | None, typer.Option(help="TOML with \\[serve] and \\[endpoints.NAME] tables")
     ] = None,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,

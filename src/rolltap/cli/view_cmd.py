@@ -48,7 +48,7 @@ def view(
         str | None,
         typer.Option(help="A rolltap serve URL for the Service page (token: ROLLTAP_SERVE_TOKEN)"),
     ] = None,
-    config: Annotated[Path | None, typer.Option(help="TOML with a [view] table")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML with a \\[view] table")] = None,
 ) -> None:
     """Browse runs, rollouts, transcripts and token data in a web browser (read only)."""
     values: dict[str, Any] = {"store": store, "host": host, "port": port, "serve": serve}
