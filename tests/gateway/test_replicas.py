@@ -17,8 +17,8 @@ import aiohttp
 import openai
 import pytest
 
-from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register
-from rolltap.config import EndpointConfig, GatewaySettings
+from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register, settle
+from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
 
@@ -77,6 +77,12 @@ def replica_of(sims: list[Simulator], rollout_id: str) -> int:
     served = where(sims, rollout_id)
     assert len(served) == 1, served
     return next(iter(served))
+
+
+def waiting(gateway: Gateway) -> int:
+    """Calls waiting for a slot on the first replica."""
+    count: int = gateway.snapshot()["replicas"]["default"]["replicas"][0]["waiting"]
+    return count
 
 
 async def admin_get(http: aiohttp.ClientSession, gateway: Gateway, path: str) -> Any:
@@ -179,3 +185,31 @@ async def test_a_killed_replica_fails_one_call_then_its_rollouts_move_and_it_com
         assert snap["repins"] == 2
         assert snap["replicas"][killed]["up"] is True
         assert snap["replicas"][killed]["pinned_rollouts"] == 1
+
+
+async def test_a_call_over_a_replicas_connections_queues_and_does_not_mark_it_down(
+    sims: list[Simulator], http: aiohttp.ClientSession
+) -> None:
+    """aiohttp's connect timeout also counts waiting for a pooled connection; a replica
+    whose connections are all busy must not look down. The call over the limit waits in
+    the replica's own queue instead (``waiting``), and both calls are answered."""
+    endpoint = EndpointConfig(
+        replicas=[sims[0].base_url, sims[1].base_url], model="sim-model", max_connections=1,
+        timeouts=Timeouts(connect=0.001),
+    )  # fmt: skip
+    gate = sims[0].gate("hold")
+    settings = GatewaySettings(admin_token=ADMIN_TOKEN)
+    async with Gateway(endpoint, settings) as gateway:
+        first, _, third = [await register(http, gateway) for _ in range(3)]  # A, B, A
+        held = [{"role": "user", "content": "held"}]
+        hold = openai_client(first, default_headers={"x-sim-gate": "hold"})
+        async with hold as client, asyncio.TaskGroup() as tasks:
+            tasks.create_task(client.chat.completions.create(model="m", messages=held))  # type: ignore[arg-type]
+            await gate.wait_reached()  # the first call holds A's one connection
+            queued = tasks.create_task(turn(third, [], "queued"))
+            await settle(lambda: waiting(gateway) == 1)
+            gate.open()
+            await queued
+        replicas = gateway.snapshot()["replicas"]["default"]["replicas"]
+    assert (replicas[0]["up"], replicas[0]["errors"], replicas[0]["calls"]) == (True, 0, 2)
+    assert sims[0].stats.requests_by_rollout == {first["id"]: 1, third["id"]: 1}
