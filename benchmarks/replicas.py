@@ -24,7 +24,9 @@ wall, calls per replica and rollouts seen on more than one replica, with the rat
 pinned/round-robin; the routing's CPU per call against the gateway's CPU per call in
 gateway mode. Routing is what the gateway runs per call for a pinned rollout, in a loop:
 ``ReplicaPin.route`` (re-pin if down) and ``ReplicaPin.slot`` (the replica's slot and
-counters, around ``ReplicaSet.call``), plus each rollout's register and release. Not run in CI.
+counters, around ``ReplicaSet.call``), plus each rollout's register and release; and, in
+gateway mode, one call's CPU through an in-process gateway with one ``base_url`` against
+``replicas = [that URL]`` (the single-URL path must not pay for replicas). Not run in CI.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ from _replicas_load import (
 )
 
 from rolltap.clients.replicas import ReplicaSet
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.gateway import Gateway
 from rolltap.gateway.pinning import ReplicaPin
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store.events import EventLog
@@ -234,6 +238,44 @@ async def routing_cpu_per_call(rollouts: int, turns: int) -> float:
     return (time.process_time() - start) / (rollouts * turns)
 
 
+async def path_cpu_per_call(replicas: bool, calls: int = 1024, rollouts: int = 16) -> float:
+    """CPU seconds per non-streaming call through an in-process gateway to an in-process
+    simulator (harness, gateway and simulator in this process): an endpoint with one
+    ``base_url``, or with ``replicas = [that URL]`` (the whole replica path, one replica)."""
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    async with Simulator(SimConfig(seed=1)) as sim:
+        if replicas:
+            endpoint = EndpointConfig(replicas=[sim.base_url], model="sim-model")
+        else:
+            endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+        settings = GatewaySettings(admin_token="bench")
+        async with Gateway(endpoint, settings) as gateway, aiohttp.ClientSession() as http:
+            targets = []
+            for _ in range(rollouts):
+                info = gateway.describe(await gateway.register())
+                auth = {"Authorization": f"Bearer {info['api_key']}"}
+                targets.append((info["openai_base_url"] + "/chat/completions", auth))
+
+            async def turns(url: str, headers: dict[str, str]) -> None:
+                for _ in range(calls // rollouts):
+                    async with http.post(url, data=body, headers=headers) as resp:
+                        await resp.read()
+
+            await asyncio.gather(*(turns(*t) for t in targets))  # warm up
+            start = time.process_time()
+            await asyncio.gather(*(turns(*t) for t in targets))
+            return (time.process_time() - start) / (calls // rollouts * rollouts)
+
+
+async def path_cpu(rounds: int = 3) -> tuple[float, float]:
+    """The least CPU per call of ``rounds`` alternating runs: one URL, one replica."""
+    single, replica = [], []
+    for _ in range(rounds):
+        single.append(await path_cpu_per_call(False))
+        replica.append(await path_cpu_per_call(True))
+    return min(single), min(replica)
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -347,6 +389,12 @@ def main() -> None:
     print_table(arms, args, capacity, ws)
     routing_s = asyncio.run(routing_cpu_per_call(args.rollouts, args.turns))
     print_routing(arms, routing_s, args.rollouts * args.turns)
+    if args.mode == "gateway":
+        single, replica = asyncio.run(path_cpu())
+        print(
+            f"one call's CPU (in process, best of 3): base_url {single * 1e6:.0f} µs, "
+            f"replicas = [that URL] {replica * 1e6:.0f} µs: ratio {replica / single:.2f}"
+        )
     if args.png is not None:
         plot(arms, args.png, args.turns)
 
