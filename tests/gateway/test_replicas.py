@@ -18,7 +18,11 @@ import openai
 import pytest
 
 from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register, settle
+from rolltap.clients.fake import FakeUpstream
+from rolltap.clients.kinds import move_upstream
+from rolltap.clients.relay import RelayClient
 from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
+from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
 
@@ -213,3 +217,10 @@ async def test_a_call_over_a_replicas_connections_queues_and_does_not_mark_it_do
         replicas = gateway.snapshot()["replicas"]["default"]["replicas"]
     assert (replicas[0]["up"], replicas[0]["errors"], replicas[0]["calls"]) == (True, 0, 2)
     assert sims[0].stats.requests_by_rollout == {first["id"]: 1, third["id"]: 1}
+
+
+def test_only_a_relay_or_token_upstream_can_move_to_another_replica() -> None:
+    fake = FakeUpstream("chat", [])
+    client = RelayClient(EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m"), None)
+    with pytest.raises(ConfigError, match="cannot move to another replica"):
+        move_upstream(fake, client)
