@@ -15,14 +15,18 @@ answers), all rollouts at once (--concurrency: fewer). Two arms, fresh replicas 
 * --mode direct (works today): the harness posts to the replicas itself. "pinned" routes
   with rolltap.clients.replicas.ReplicaSet client-side, as the gateway will; "round-robin"
   sends each call to the next replica. Validates the simulator's numbers.
-* --mode gateway (needs the gateway to route per rollout): "pinned" is
-  `rolltap gateway --endpoint A --endpoint B --endpoint C`; "round-robin" is the gateway
-  in front of one URL, a round-robin proxy (in this process) over the replicas.
+* --mode gateway: "pinned" is `rolltap gateway --endpoint A --endpoint B --endpoint C`,
+  which pins each rollout to a replica; "round-robin" is the gateway in front of one URL,
+  a round-robin proxy (in this process) over the replicas.
 
 Reports hit rate (the replicas' /stats), TTFT p50/p99 (first SSE event, harness side),
 wall, calls per replica and rollouts seen on more than one replica, with the ratios
-pinned/round-robin; the routing's CPU per call (ReplicaSet alone, in a loop) against the
-gateway's CPU per call in gateway mode. Not run in CI.
+pinned/round-robin; the routing's CPU per call against the gateway's CPU per call in
+gateway mode. Routing is what the gateway runs per call for a pinned rollout, in a loop:
+``ReplicaPin.route`` (re-pin if down) and ``ReplicaPin.slot`` (the replica's slot and
+counters, around ``ReplicaSet.call``), plus each rollout's register and release; and, in
+gateway mode, one call's CPU through an in-process gateway with one ``base_url`` against
+``replicas = [that URL]`` (the single-URL path must not pay for replicas). Not run in CI.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +56,11 @@ from _replicas_load import (
 )
 
 from rolltap.clients.replicas import ReplicaSet
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.gateway import Gateway
+from rolltap.gateway.pinning import ReplicaPin
 from rolltap.sim import SimConfig, Simulator
+from rolltap.store.events import EventLog
 
 REPLICAS = 3
 COMPLETION_TOKENS = 32
@@ -195,19 +203,77 @@ def run_arm(name: str, args: argparse.Namespace, capacity: int) -> Arm:
         return arm
 
 
+@dataclass
+class _Rollout:
+    """What ReplicaPin needs of a rollout (rolltap.gateway.pinning.Pinned)."""
+
+    id: str
+    lease: Any = None
+    upstream: Any = None
+    log: EventLog = field(default_factory=EventLog)
+
+
 async def routing_cpu_per_call(rollouts: int, turns: int) -> float:
-    """CPU seconds ReplicaSet spends per call: register, ``turns`` calls, release."""
+    """CPU seconds the gateway's routing spends per call of a pinned rollout: its
+    register, ``turns`` calls (route, then the replica's slot), its release."""
     replicas = ReplicaSet([f"http://r{i}:8000/v1" for i in range(REPLICAS)])
+
+    async def never(url: str) -> Any:
+        raise AssertionError("no replica goes down here: nothing moves")
+
     start = time.process_time()
+    pins = []
     for i in range(rollouts):
-        replicas.register(f"rollout-{i}")
+        rollout = _Rollout(f"rollout-{i}")
+        pins.append((ReplicaPin(rollout.id, replicas, replicas.register(rollout.id), never),
+                     rollout))  # fmt: skip
     for _ in range(turns):
-        for i in range(rollouts):
-            async with replicas.call(f"rollout-{i}"):
+        for pin, rollout in pins:
+            await pin.route(rollout)
+            async with pin.slot(rollout):
                 pass
-    for i in range(rollouts):
-        replicas.release(f"rollout-{i}")
+    for pin, _ in pins:
+        pin.unpin()
+        pin.release()
     return (time.process_time() - start) / (rollouts * turns)
+
+
+async def path_cpu_per_call(replicas: bool, calls: int = 1024, rollouts: int = 16) -> float:
+    """CPU seconds per non-streaming call through an in-process gateway to an in-process
+    simulator (harness, gateway and simulator in this process): an endpoint with one
+    ``base_url``, or with ``replicas = [that URL]`` (the whole replica path, one replica)."""
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    async with Simulator(SimConfig(seed=1)) as sim:
+        if replicas:
+            endpoint = EndpointConfig(replicas=[sim.base_url], model="sim-model")
+        else:
+            endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
+        settings = GatewaySettings(admin_token="bench")
+        async with Gateway(endpoint, settings) as gateway, aiohttp.ClientSession() as http:
+            targets = []
+            for _ in range(rollouts):
+                info = gateway.describe(await gateway.register())
+                auth = {"Authorization": f"Bearer {info['api_key']}"}
+                targets.append((info["openai_base_url"] + "/chat/completions", auth))
+
+            async def turns(url: str, headers: dict[str, str]) -> None:
+                for _ in range(calls // rollouts):
+                    async with http.post(url, data=body, headers=headers) as resp:
+                        await resp.read()
+
+            await asyncio.gather(*(turns(*t) for t in targets))  # warm up
+            start = time.process_time()
+            await asyncio.gather(*(turns(*t) for t in targets))
+            return (time.process_time() - start) / (calls // rollouts * rollouts)
+
+
+async def path_cpu(rounds: int = 3) -> tuple[float, float]:
+    """The least CPU per call of ``rounds`` alternating runs: one URL, one replica."""
+    single, replica = [], []
+    for _ in range(rounds):
+        single.append(await path_cpu_per_call(False))
+        replica.append(await path_cpu_per_call(True))
+    return min(single), min(replica)
 
 
 def verdict(ok: bool) -> str:
@@ -261,11 +327,12 @@ def print_table(arms: dict[str, Arm], args: argparse.Namespace, capacity: int, w
     )
     if pinned.split_rollouts or sum(1 for s in pinned.stats if s["requests"]) < REPLICAS:
         print("WARNING: pinned calls were not spread one replica per rollout over all "
-              "replicas (the gateway does not route per rollout yet?)")  # fmt: skip
+              "replicas")  # fmt: skip
 
 
 def print_routing(arms: dict[str, Arm], routing_s: float, calls: int) -> None:
-    print(f"routing (ReplicaSet register + call + release) CPU: {routing_s * 1e6:.1f} µs per call")
+    what = "routing (ReplicaPin route + slot, register, release) CPU"
+    print(f"{what}: {routing_s * 1e6:.1f} µs per call")
     gateway_s = arms["pinned"].gateway_cpu_s
     if gateway_s is None:
         print("  (the gateway's CPU per call is measured in --mode gateway)")
@@ -322,6 +389,12 @@ def main() -> None:
     print_table(arms, args, capacity, ws)
     routing_s = asyncio.run(routing_cpu_per_call(args.rollouts, args.turns))
     print_routing(arms, routing_s, args.rollouts * args.turns)
+    if args.mode == "gateway":
+        single, replica = asyncio.run(path_cpu())
+        print(
+            f"one call's CPU (in process, best of 3): base_url {single * 1e6:.0f} µs, "
+            f"replicas = [that URL] {replica * 1e6:.0f} µs: ratio {replica / single:.2f}"
+        )
     if args.png is not None:
         plot(arms, args.png, args.turns)
 

@@ -9,9 +9,10 @@ from rolltap.clients.relay_upstream import RelayUpstream
 from rolltap.clients.token_upstream import TokenUpstream
 from rolltap.clients.upstream import Upstream
 from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError
 from rolltap.tokens import RendererRegistry
 
-__all__ = ["upstream_for"]
+__all__ = ["move_upstream", "upstream_for"]
 
 
 def upstream_for(
@@ -23,3 +24,12 @@ def upstream_for(
     if endpoint.client == "tokens":
         return TokenUpstream(endpoint, client, renderers)
     return RelayUpstream(endpoint, client)
+
+
+def move_upstream(upstream: Upstream[Any], client: RelayClient) -> None:
+    """Send ``upstream``'s next calls through ``client`` (its rollout was re-pinned to
+    another replica). What it keeps per rollout stays: a token upstream goes on extending
+    the same prompt ids, whichever replica samples them."""
+    if not isinstance(upstream, RelayUpstream | TokenUpstream):
+        raise ConfigError(f"a {upstream.name!r} upstream cannot move to another replica")
+    upstream.client = client

@@ -34,7 +34,10 @@ from rolltap.errors import (
     UpstreamTimeoutError,
 )
 
-__all__ = ["DROPPED_REQUEST_HEADERS", "RelayClient", "UpstreamResponse", "relayed_headers"]
+__all__ = [
+    "DROPPED_REQUEST_HEADERS", "ROLLOUT_HEADER", "ROUTING_HEADERS", "RelayClient",
+    "UpstreamResponse", "relayed_headers",
+]  # fmt: skip
 
 #: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth;
 #: ``expect`` and ``content-encoding`` described the harness's body, which the gateway
@@ -64,6 +67,9 @@ DROPPED_REQUEST_HEADERS = frozenset(
 )
 
 ROLLOUT_HEADER = "X-Rolltap-Rollout"
+#: the rollout id again, under the names routers in front of replicas pin on
+#: (vllm-router's consistent hash, SGLang's router)
+ROUTING_HEADERS = ("X-Session-ID", "X-SMG-Routing-Key")
 
 #: upstream response headers never relayed: hop-by-hop and framing headers, those the
 #: gateway sets itself, and those about the upstream's own origin (cookies, its transport
@@ -152,10 +158,23 @@ class RelayClient:
 
     kind = "relay"
 
-    def __init__(self, endpoint: EndpointConfig, credential: str | None) -> None:
+    def __init__(
+        self, endpoint: EndpointConfig, credential: str | None, *, replica: bool = False
+    ) -> None:
+        """``replica``: the client of one replica of a replicated endpoint. Its connect
+        timeout then bounds only the connection's establishment (aiohttp's ``connect``
+        also covers waiting for a free pooled connection, which would make a busy
+        client look like a replica that is down)."""
         self.endpoint = endpoint
         t = endpoint.timeouts
-        self._timeout = aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read)
+        if replica:
+            self._timeout = aiohttp.ClientTimeout(
+                total=t.total, sock_connect=t.connect, sock_read=t.read
+            )
+        else:
+            self._timeout = aiohttp.ClientTimeout(
+                total=t.total, connect=t.connect, sock_read=t.read
+            )
         self._auth = _auth_headers(endpoint, credential)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
@@ -187,6 +206,8 @@ class RelayClient:
         headers.update(self.endpoint.headers)
         headers.update(self._auth)
         headers[ROLLOUT_HEADER] = rollout_id
+        for name in ROUTING_HEADERS:
+            headers[name] = rollout_id
         headers["Content-Type"] = "application/json"
         return headers
 

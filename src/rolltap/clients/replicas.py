@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from rolltap.clients.relay import ROLLOUT_HEADER, ROUTING_HEADERS
 from rolltap.clients.replica_state import DownReason, ReplicaState, ReplicaStats
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError, UpstreamBusyError, UpstreamConnectionError
@@ -58,7 +59,7 @@ _CHAIN_DEPTH = 8
 def routing_headers(rollout: str) -> dict[str, str]:
     """The headers naming ``rollout`` on every upstream call, so that a router in front of
     the replicas (vllm-router's consistent hash, SGLang's router) can pin it too."""
-    return {"X-Rolltap-Rollout": rollout, "X-Session-ID": rollout, "X-SMG-Routing-Key": rollout}
+    return {ROLLOUT_HEADER: rollout, **dict.fromkeys(ROUTING_HEADERS, rollout)}
 
 
 def replica_label(url: str) -> str:
@@ -183,10 +184,13 @@ class ReplicaSet:
         cls, endpoint: EndpointConfig, *, clock: Callable[[], float] = time.monotonic
     ) -> ReplicaSet:
         """The set for ``endpoint``'s replicas (its ``base_url`` alone when it has none);
-        its ``max_inflight`` caps each replica."""
+        its ``max_inflight`` caps each replica, and so does its ``max_connections``: a
+        call then never waits inside a client's connection pool, where aiohttp's connect
+        timeout would count the wait (and a busy replica would look down)."""
+        cap = min(endpoint.max_inflight or endpoint.max_connections, endpoint.max_connections)
         return cls(
             endpoint.replica_urls,
-            max_inflight=endpoint.max_inflight,
+            max_inflight=cap,
             cooloff_s=endpoint.replica_cooloff_s,
             max_queued=endpoint.max_queued,
             queue_timeout_s=endpoint.inflight_timeout_s,

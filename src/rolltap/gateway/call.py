@@ -83,8 +83,8 @@ class ModelCall:
 
     __slots__ = (
         "answered", "body", "canonical", "frames", "harness", "harness_usage", "intercept",
-        "keepalive_s", "lookup", "outcome", "reply_dialect", "request", "response", "rollout",
-        "stats", "stream", "t_first", "t_headers", "upstream", "upstream_name",
+        "keepalive_s", "lookup", "outcome", "replica", "reply_dialect", "request", "response",
+        "rollout", "stats", "stream", "t_first", "t_headers", "upstream", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -114,6 +114,8 @@ class ModelCall:
         self.response: web.StreamResponse | None = None
         self.t_headers: float | None = None
         self.t_first: float | None = None
+        #: the replica's label, on an endpoint with replicas
+        self.replica: str | None = None
 
     async def run(self) -> web.StreamResponse:
         """The call, start to end: every path takes these steps, in this order."""
@@ -121,6 +123,8 @@ class ModelCall:
         if self.lookup.replay is not None:
             return await self.replay(self.lookup.replay)
         rollout.admit_call()
+        if rollout.pin is not None:  # re-pinned first if its replica is down
+            self.replica = await rollout.pin.route(rollout)
         sent = await self.upstream.rewrite(
             ModelRequest(
                 self.harness, self.body, self.request.headers, rollout.id, self.intercept.id,
@@ -128,7 +132,8 @@ class ModelCall:
             )
         )  # fmt: skip
         self.record_request(sent)
-        async with rollout.slot(), self.upstream.call(sent) as reply:
+        slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
+        async with slot, self.upstream.call(sent) as reply:
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
             self.record_response(reply.status, recorded)
@@ -279,6 +284,7 @@ class ModelCall:
                 "messages": conversation[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
                 "rewrites": [] if sent is None else sent.rewrites,
+                **({} if self.replica is None else {"replica": self.replica}),
                 **self._retry_fields(),
                 **({} if sent is None else sent.record),
             },

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rolltap.clients.kinds import upstream_for
@@ -35,6 +35,7 @@ from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.observer import CallTracer, RolloutAdmitter, RolloutObserver
+from rolltap.gateway.pinning import EndpointReplicas, ReplicaPin
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session_id_of
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
@@ -61,7 +62,9 @@ class Gateway:
         pool: ModelClientPool[RelayClient] | None = None,
         observers: Sequence[RolloutObserver] = (),
         tracer: CallTracer | None = None,
+        replica_clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``replica_clock`` times replicas' cool-offs (tests move it instead of waiting)."""
         eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
         if not eps:
             raise ConfigError("a gateway needs at least one endpoint")
@@ -71,7 +74,11 @@ class Gateway:
                 ep.max_inflight, max_queued=ep.max_queued, timeout=ep.inflight_timeout_s
             )
             for ep in eps
-            if ep.max_inflight is not None
+            if ep.max_inflight is not None and not ep.replicas
+        }
+        #: endpoints with replicas: their max_inflight caps each replica instead
+        self._replicas = {
+            ep.name: EndpointReplicas(ep, clock=replica_clock) for ep in eps if ep.replicas
         }
         if len(self._endpoints) != len(eps):
             raise ConfigError("endpoint names must be unique")
@@ -218,8 +225,13 @@ class Gateway:
             raise SessionExistsError(f"a live rollout records to session {session_id!r}")
         self._sessions.add(session_id)  # held from here: two registrations cannot share it
         lease: Lease[RelayClient] | None = None
+        pin: ReplicaPin | None = None
         try:
-            lease = await self._borrow(ep, credential, user, rollout_id)
+            pin = self._pin(ep, credential, user, rollout_id)
+            if pin is None:
+                lease = await self._borrow(ep, credential, user, rollout_id)
+            else:
+                lease = await pin.borrow(pin.url)
             upstream = upstream_for(ep, lease.client, self.renderers)
             async with self._place_lock:  # choose and place together: least-loaded holds
                 server = await self._choose_server()
@@ -227,7 +239,7 @@ class Gateway:
                     id=rollout_id, secret=new_secret(), endpoint=ep, lease=lease,
                     upstream=upstream, server=server, session_id=session_id, user=user,
                     metadata=dict(metadata or {}), limits=limits or RolloutLimits(),
-                    sampling=dict(sampling or {}), limiter=self._limiters.get(ep.name),
+                    sampling=dict(sampling or {}), limiter=self._limiters.get(ep.name), pin=pin,
                 )  # fmt: skip
                 server.place(rollout)
             await self._admit(rollout)
@@ -235,6 +247,8 @@ class Gateway:
             self._sessions.discard(session_id)
             if lease is not None:
                 lease.release()
+            if pin is not None:
+                pin.unpin()
             raise
         self._rollouts[rollout_id] = rollout
         self.stats.rollouts_registered += 1
@@ -242,15 +256,33 @@ class Gateway:
             observer.rollout_registered(rollout)
         return rollout
 
-    async def _borrow(
+    def _pin(
         self, ep: EndpointConfig, credential: str | None, user: str | None, holder: str
-    ) -> Lease[RelayClient]:
+    ) -> ReplicaPin | None:
+        """Pin a new rollout of ``ep`` to its least-loaded replica (None: ``ep`` has one
+        ``base_url``); the pin leases each replica's client under the rollout's identity."""
+        replicas = self._replicas.get(ep.name)
+        if replicas is None:
+            return None
+
+        async def borrow(url: str) -> Lease[RelayClient]:
+            at = replicas.endpoint(url)
+            return await self._borrow(at, credential, user, holder, replica=True)
+
+        return ReplicaPin(holder, replicas.set, replicas.set.register(holder), borrow)
+
+    async def _borrow(
+        self, ep: EndpointConfig, credential: str | None, user: str | None, holder: str,
+        *, replica: bool = False,
+    ) -> Lease[RelayClient]:  # fmt: skip
         """The model client for this identity, from the pool (shared, or built once)."""
 
         async def build() -> RelayClient:
-            return RelayClient(ep, credential)
+            return RelayClient(ep, credential, replica=replica)
 
         key = ep.identity(credential=credential, user=user)
+        if replica:  # its timeouts differ from a plain endpoint's at the same URL
+            key += ".replica"
         return await self.pool.borrow(key, build, holder=holder)
 
     async def _admit(self, rollout: Rollout) -> None:
@@ -327,6 +359,7 @@ class Gateway:
             "server_loads": [{"url": s.url, "rollouts": s.load} for s in self._servers],
             "pool": self.pool.snapshot().as_dict(),
             "inflight": {name: lim.snapshot() for name, lim in self._limiters.items()},
+            "replicas": {name: reps.snapshot() for name, reps in self._replicas.items()},
             "totals": self.stats.as_dict(),
         }
 

@@ -20,6 +20,7 @@ from rolltap.errors import (
 )
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
+from rolltap.gateway.pinning import ReplicaPin
 from rolltap.gateway.replay import ReplayBook
 from rolltap.http.auth import tokens_match
 from rolltap.pool import Lease
@@ -119,6 +120,8 @@ class Rollout:
     #: request fields forced on every call (temperature, max_tokens, …), recorded as rewrites
     sampling: dict[str, Any] = field(default_factory=dict)
     limiter: InflightLimiter | None = None
+    #: its replica, on an endpoint with ``replicas`` (None: one ``base_url``)
+    pin: ReplicaPin | None = None
     #: which limit ended the rollout ("max_turns", "max_tokens", "timeout"), if any
     limit_reached: str | None = None
     turns: int = 0
@@ -190,7 +193,7 @@ class Rollout:
         if self._inflight == 0:
             self._idle.set()
             if self.closed is not None:
-                self.lease.release()
+                self._release()
 
     def close(self, error: RolltapError) -> None:
         """Unblock and drop every undelivered intercept; the lease returns once they unwind."""
@@ -202,8 +205,15 @@ class Rollout:
         self.intercepts.clear()
         for intercept in pending:
             intercept.cancel(error)
+        if self.pin is not None:
+            self.pin.unpin()
         if self._inflight == 0:
-            self.lease.release()
+            self._release()
+
+    def _release(self) -> None:
+        self.lease.release()
+        if self.pin is not None:
+            self.pin.release()
 
     async def drained(self) -> None:
         """Wait until every in-flight call has unwound and recorded its outcome."""

@@ -86,6 +86,51 @@ class _SnapshotCollector(Collector):
         for name, value in pool.items():
             if isinstance(value, int):
                 yield GaugeMetricFamily(f"rolltap_pool_{name}", f"model-client pool {name}", value)
+        yield from _replica_metrics(snap.get("replicas", {}))
+
+
+#: per-replica counters: (metric suffix, ReplicaStats field, help)
+_REPLICA_COUNTERS = (
+    ("calls", "calls", "calls started on the replica"),
+    ("errors", "errors", "calls on the replica that failed"),
+    ("rejected", "rejected", "calls refused for a full queue or a queue timeout"),
+    ("downs", "downs", "times the replica was marked down"),
+    ("latency_seconds_sum", "latency_sum_s", "seconds the replica's calls took, summed"),
+)
+_REPLICA_GAUGES = (
+    ("pinned_rollouts", "pinned_rollouts", "rollouts pinned to the replica now"),
+    ("in_flight", "in_flight", "calls in flight on the replica now"),
+    ("waiting", "waiting", "calls waiting for a slot on the replica now"),
+)
+
+
+def _replica_metrics(endpoints: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
+    """``rolltap_replica_*``, labelled by endpoint and replica (a URL without user info)."""
+    if not endpoints:
+        return
+    labels = ["endpoint", "replica"]
+    families: list[tuple[CounterMetricFamily | GaugeMetricFamily, str]] = [
+        (CounterMetricFamily(f"rolltap_replica_{name}", text, labels=labels), key)
+        for name, key, text in _REPLICA_COUNTERS
+    ]
+    families += [
+        (GaugeMetricFamily(f"rolltap_replica_{name}", text, labels=labels), key)
+        for name, key, text in _REPLICA_GAUGES
+    ]
+    up = GaugeMetricFamily("rolltap_replica_up", "1 unless within a cool-off", labels=labels)
+    repins = CounterMetricFamily(
+        "rolltap_replica_repins", "rollouts moved off a down replica", labels=["endpoint"]
+    )
+    for endpoint, snap in sorted(endpoints.items()):
+        repins.add_metric([endpoint], snap["repins"])
+        for replica in snap["replicas"]:
+            values = [endpoint, replica["replica"]]
+            up.add_metric(values, 1 if replica["up"] else 0)
+            for family, key in families:
+                family.add_metric(values, replica[key])
+    yield from (family for family, _ in families)
+    yield up
+    yield repins
 
 
 def render_metrics(snapshot: Callable[[], Mapping[str, Any]]) -> bytes:

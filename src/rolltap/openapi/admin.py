@@ -63,6 +63,13 @@ _STATS = {
         "server_loads": {"type": "array", "items": {"type": "object"}},
         "pool": {"type": "object"},
         "inflight": {"type": "object"},
+        "replicas": {
+            "type": "object",
+            "description": "per endpoint with replicas: each replica's state and counters "
+            "(up, down_reason, pinned_rollouts, in_flight, waiting, calls, errors, rejected, "
+            "latency), the rollouts pinned and the re-pins",
+            "additionalProperties": {"type": "object"},
+        },
         "totals": {"type": "object"},
     },
 }

@@ -152,6 +152,8 @@ class Worker:
                 rollouts=snap["rollouts"], intercepts=snap["intercepts"], pool=snap["pool"],
                 servers=snap["servers"], totals=snap["totals"],
             )  # fmt: skip
+            if snap["replicas"]:  # this worker's own balance over an endpoint's replicas
+                out["replicas"] = snap["replicas"]
         return out
 
 
