@@ -77,6 +77,7 @@ def operation(
     *,
     auth: bool = True,
     body: Schema | None = None,
+    body_required: bool = False,
     parameters: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One operation; an authenticated one documents 401 and 429 (rate limited) too."""
@@ -87,7 +88,7 @@ def operation(
     else:
         op["security"] = []
     if body is not None:
-        op["requestBody"] = {"required": False, "content": {JSON: {"schema": body}}}
+        op["requestBody"] = {"required": body_required, "content": {JSON: {"schema": body}}}
         op["responses"].update(errors(400, 408, 413))
     if parameters:
         op["parameters"] = parameters

@@ -63,6 +63,25 @@ class ChannelClosedError(RolltapError):
     status = 503
 
 
+#: what the OpenAPI document says a task is (``task_from_dict`` is what checks it)
+TASK_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "id": {"description": "default: 1"},
+        "prompt": {"type": ["string", "null"]},
+        "messages": {"type": ["array", "null"], "items": {"type": "object"}},
+        "answer": {"description": "compared as a string"},
+        "info": {"type": ["object", "null"]},
+    },
+    "anyOf": [
+        {"required": ["prompt"], "properties": {"prompt": {"type": "string"}}},
+        {"required": ["messages"], "properties": {"messages": {"type": "array"}}},
+    ],
+}
+#: ``NAME`` or ``NAME=WEIGHT``, as documented (the parser also takes other spellings of
+#: a positive weight, like ``2e-1``)
+REWARD_PATTERN = r"^[A-Za-z0-9_.:-]+(=[1-9][0-9]{0,8}(\.[0-9]{1,9})?)?$"
+
+
 class RolloutSpec(BaseModel):
     """One rollout to run: the task, how to run it, and how to score it.
 
@@ -75,12 +94,15 @@ class RolloutSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    task: dict[str, Any]
-    sample: int = Field(default=0, ge=0)
+    task: dict[str, Any] = Field(json_schema_extra=TASK_SCHEMA)
+    sample: int = Field(default=0, ge=0, le=2**63 - 1)
     harness: str = "chat"
     cmd: str | None = None
     endpoint: str | None = None
-    rewards: list[str] = Field(default_factory=lambda: ["contains"], min_length=1)
+    rewards: list[str] = Field(
+        default_factory=lambda: ["contains"], min_length=1,
+        json_schema_extra={"items": {"type": "string", "pattern": REWARD_PATTERN}},
+    )  # fmt: skip
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
     user: str | None = None
