@@ -14,6 +14,8 @@ type                direction  fields
 ``stats``           W → S      the heartbeat: RSS, files, sockets, threads, lag, pool, trim …
 ``store``           W → S      ``id``, ``op`` and its arguments (SQLite: the supervisor writes)
 ``store_reply``     S → W      ``id``, ``ok``, ``value`` or ``error``
+``store_state``     W → S      the worker's own writer (server backends), on each change:
+                               ``unavailable_s``, ``pending_commits``/``_bytes``, ``over``
 ``shutdown``        S → W      finish, flush and exit
 ==================  =========  ===============================================================
 """
@@ -53,6 +55,7 @@ class Msg(StrEnum):
     STATS = "stats"
     STORE = "store"
     STORE_REPLY = "store_reply"
+    STORE_STATE = "store_state"
     SHUTDOWN = "shutdown"
 
 
@@ -142,6 +145,9 @@ class WorkerConfig(BaseModel):
     #: decided by the supervisor (flag, else environment): the worker only obeys
     otel: bool = False
     otel_content: bool = False
+    store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
+    #: where this worker writes what it could not save (None: the current directory)
+    unsaved_dir: str | None = None
 
 
 class Channel:
