@@ -48,7 +48,8 @@ _WHY = {
     413: "request_too_large",
     429: "auth_rate_limited (after 10 failed authentications a minute) / model_pool_full "
     "/ service_full; Retry-After says when to retry",
-    503: "gateway_closed / service_draining",
+    503: "gateway_closed / service_draining / store_unavailable (the store is unreachable: "
+    "retry after Retry-After)",
 }
 
 
