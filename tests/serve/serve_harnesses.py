@@ -20,3 +20,24 @@ async def gated(task: Task, ctx: HarnessContext) -> HarnessResult:
             messages=task.chat_messages(),  # type: ignore[arg-type]
         )
     return HarnessResult(completion.choices[0].message.content or "")
+
+
+async def three_calls(task: Task, ctx: HarnessContext) -> HarnessResult:
+    """Three chat calls, one turn each; with ``info.gate`` the second waits at that gate."""
+    gate = task.info.get("gate")
+    messages: list[dict[str, str]] = []
+    answer = ""
+    async with openai.AsyncOpenAI(
+        base_url=ctx.openai_base_url, api_key=ctx.api_key, max_retries=0
+    ) as client:
+        for turn in range(3):
+            messages.append({"role": "user", "content": f"turn {turn}"})
+            headers = {"x-sim-gate": str(gate)} if gate and turn == 1 else {}
+            completion = await client.chat.completions.create(
+                model=ctx.model,
+                messages=messages,  # type: ignore[arg-type]
+                extra_headers=headers,
+            )
+            answer = completion.choices[0].message.content or ""
+            messages.append({"role": "assistant", "content": answer})
+    return HarnessResult(answer)

@@ -104,6 +104,17 @@ def serve(
             "run (repeat); enforced when given and whenever --host is not loopback",
         ),
     ] = None,
+    store_unavailable_timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="ROLLTAP_STORE_UNAVAILABLE_TIMEOUT_S",
+            help="Past this long without the store (s), what is unsaved goes to "
+            "rolltap-unsaved-RUN-wN.jsonl \\[300]",
+        ),
+    ] = None,
+    unsaved_dir: Annotated[
+        Path | None, typer.Option(help="Where unsaved-sessions files go [the current directory]")
+    ] = None,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
@@ -112,6 +123,8 @@ def serve(
         "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,
         "otel": otel, "otel_content": otel_content or None,
         "allow_harness": allow_harness or None,
+        "store_unavailable_timeout_s": store_unavailable_timeout,
+        "unsaved_dir": None if unsaved_dir is None else str(unsaved_dir),
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
     if endpoint:

@@ -48,7 +48,8 @@ _WHY = {
     413: "request_too_large",
     429: "auth_rate_limited (after 10 failed authentications a minute) / model_pool_full "
     "/ service_full; Retry-After says when to retry",
-    503: "gateway_closed / service_draining",
+    503: "gateway_closed / service_draining / store_unavailable (the store is unreachable: "
+    "retry after Retry-After)",
 }
 
 
@@ -77,6 +78,7 @@ def operation(
     *,
     auth: bool = True,
     body: Schema | None = None,
+    body_required: bool = False,
     parameters: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One operation; an authenticated one documents 401 and 429 (rate limited) too."""
@@ -87,7 +89,7 @@ def operation(
     else:
         op["security"] = []
     if body is not None:
-        op["requestBody"] = {"required": False, "content": {JSON: {"schema": body}}}
+        op["requestBody"] = {"required": body_required, "content": {JSON: {"schema": body}}}
         op["responses"].update(errors(400, 408, 413))
     if parameters:
         op["parameters"] = parameters

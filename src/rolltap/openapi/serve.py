@@ -3,6 +3,7 @@ pydantic model, so the description cannot drift from what is validated."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -44,9 +45,34 @@ def _submission(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]
     return schema, {model.__name__: schema, **defs}
 
 
-def serve_document(submit: type[BaseModel]) -> dict[str, Any]:
-    """The serve API's OpenAPI 3.1 document; ``submit`` is the ``POST /rollouts`` body."""
+def _narrow(
+    schemas: dict[str, Any], body: str, endpoints: Sequence[str] | None, max_batch: int | None,
+    test_hooks: bool,
+) -> None:  # fmt: skip
+    """What this service takes: its endpoint names, its batch size, no test hook when off."""
+    spec = schemas.get("RolloutSpec", {}).get("properties", {})
+    if endpoints is not None and "endpoint" in spec:
+        spec["endpoint"] = {"enum": [*endpoints, None], "default": None}
+    if not test_hooks:
+        spec.pop("block_loop_s", None)
+    rollouts = schemas[body].get("properties", {}).get("rollouts")
+    if max_batch is not None and rollouts is not None:
+        rollouts["maxItems"] = max_batch
+
+
+def serve_document(
+    submit: type[BaseModel],
+    *,
+    endpoints: Sequence[str] | None = None,
+    max_batch: int | None = None,
+    test_hooks: bool = True,
+) -> dict[str, Any]:
+    """The serve API's OpenAPI 3.1 document; ``submit`` is the ``POST /rollouts`` body.
+
+    ``endpoints``, ``max_batch`` and ``test_hooks`` narrow it to one service's settings.
+    """
     _, schemas = _submission(submit)
+    _narrow(schemas, submit.__name__, endpoints, max_batch, test_hooks)
     body = {"$ref": f"#/components/schemas/{submit.__name__}"}
     ndjson = text_ok(
         "application/x-ndjson",
@@ -57,7 +83,7 @@ def serve_document(submit: type[BaseModel]) -> dict[str, Any]:
             "post": operation(
                 "Submit a batch of rollouts; results stream back as NDJSON",
                 {"200": ndjson, **errors(403, 503)},
-                body=body,
+                body=body, body_required=True,
             )
         },
         "/rollouts/{id}": {
@@ -74,7 +100,8 @@ def serve_document(submit: type[BaseModel]) -> dict[str, Any]:
         "/batches/{id}": {
             "delete": operation(
                 "Cancel every unfinished rollout of a batch",
-                {"202": json_ok({"type": "object", "required": ["batch", "cancelling"]})},
+                {"202": json_ok({"type": "object", "required": ["batch", "cancelling"]}),
+                 **errors(404)},
                 parameters=_ID,
             )
         },

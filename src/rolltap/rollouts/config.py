@@ -49,8 +49,9 @@ class LimitsConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_turns: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    # bounded to 64 bits: what every store and wire format here can hold
+    max_turns: int | None = Field(default=None, gt=0, le=2**63 - 1)
+    max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1)
     timeout_s: float | None = Field(default=None, gt=0)
 
     def is_set(self) -> bool:

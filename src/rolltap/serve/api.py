@@ -160,5 +160,10 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/status", status)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
-    add_openapi_route(app, serve_document(SubmitRequest))
+    config = service.config
+    document = serve_document(
+        SubmitRequest, endpoints=[ep.name for ep in config.endpoints],
+        max_batch=config.max_batch, test_hooks=config.test_hooks,
+    )  # fmt: skip
+    add_openapi_route(app, document)
     return app

@@ -35,6 +35,7 @@ from rolltap.errors import (
     ServiceUnreachableError,
 )
 from rolltap.serve.protocol import RolloutSpec
+from rolltap.store.errors import StoreUnavailableError
 
 __all__ = ["BatchStream", "ServeClient", "ServeResult"]
 
@@ -42,7 +43,7 @@ _ERRORS: dict[str, type[RolltapError]] = {
     cls.code: cls
     for cls in (
         AuthenticationError, InvalidRequestError, NotFoundError, RolloutNotFoundError,
-        ServiceDrainingError, ServiceFullError,
+        ServiceDrainingError, ServiceFullError, StoreUnavailableError,
     )
 }  # fmt: skip
 
@@ -68,6 +69,9 @@ class ServeResult:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: the store gave up before this rollout's session was saved: the file holding it
+    #: (``rolltap sessions import`` loads it)
+    unsaved_file: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServeResult:

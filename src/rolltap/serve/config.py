@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
+from rolltap.store.writer_state import DEFAULT_UNAVAILABLE_TIMEOUT_S
 
 __all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]
 
@@ -73,6 +74,12 @@ class ServeConfig(BaseModel):
     allows only the built-ins. ``body_timeout_s`` (``ROLLTAP_BODY_TIMEOUT_S``) bounds
     how long a submission's body may take to arrive; ``auth_failures_per_minute`` wrong
     tokens from one peer get it ``429 auth_rate_limited``.
+
+    While the store is unreachable the service holds its rollouts' writes, refuses new
+    batches with ``503 store_unavailable`` and goes on running what is in flight; past
+    ``store_unavailable_timeout_s`` what could not be saved goes to
+    ``rolltap-unsaved-<run>-w<worker>.jsonl`` in ``unsaved_dir`` (default: the current
+    directory), which ``rolltap sessions import`` loads.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -106,6 +113,8 @@ class ServeConfig(BaseModel):
     allow_harness: list[str] = Field(default_factory=list)
     body_timeout_s: float = Field(default_factory=_default_body_timeout, gt=0)
     auth_failures_per_minute: int = Field(default=10, gt=0)
+    store_unavailable_timeout_s: float = Field(default=DEFAULT_UNAVAILABLE_TIMEOUT_S, gt=0)
+    unsaved_dir: str | None = None
 
     @property
     def restricts_code(self) -> bool:

@@ -175,8 +175,12 @@ class Fleet:
         kind = message["type"]
         if kind == Msg.STATS:
             handle.stats = message
+            if isinstance(message.get("store"), dict):  # fresher numbers, same health
+                handle.store_state = message["store"]
         elif kind == Msg.RESULT:
             self._owner.on_result(handle, message)
+        elif kind == Msg.STORE_STATE:
+            handle.store_state = {k: v for k, v in message.items() if k != "type"}
         elif kind == Msg.STORE:
             task = self._spawn(self._store(handle, message))
             handle.store_tasks.add(task)

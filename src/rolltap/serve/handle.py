@@ -44,6 +44,8 @@ class WorkerHandle:
         self.channel: Channel | None = None
         self.jobs: dict[str, Job] = {}
         self.stats: dict[str, Any] = {}
+        #: its own store writer's health (server backends), from ``store_state`` frames
+        self.store_state: dict[str, Any] = {}
         self.ready = asyncio.Event()
         self.last_seen = asyncio.get_running_loop().time()
         #: shipped store writes received from this worker and not yet answered
@@ -114,5 +116,6 @@ class WorkerHandle:
             "pid": self.pid,
             "state": self.state,
             "load": self.load,
+            "store": self.store_state,
             "stats": stats,
         }

@@ -24,6 +24,7 @@ from rolltap.rollouts.tasks import Task
 from rolltap.serve.outcomes import store_outcome, terminal_result
 from rolltap.serve.protocol import RolloutSpec, WorkerConfig
 from rolltap.serve.sink import JobStore
+from rolltap.serve.unsaved import UnsavedFiles
 from rolltap.store import Store
 
 __all__ = ["Job", "JobFactory", "block_loop"]
@@ -51,6 +52,8 @@ class Job:
     #: why the rollout cannot run at all (then it ends ``error`` without running)
     refusal: str | None = None
     block_s: float | None = None
+    #: where its session goes if the store gives up before its last commit lands
+    unsaved: UnsavedFiles | None = None
     cancelled: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -69,9 +72,33 @@ class Job:
             if results:
                 out = results[0].to_dict()
                 out["duration_s"] = results[0].duration_s
+                if self.runner.store_failure is not None:
+                    await self._save_unsaved(self.runner, out)
                 return out
         status, error = ("error", self.refusal) if self.refusal else ("cancelled", "cancelled")
         return await self._ended_early(status, error)
+
+    async def _save_unsaved(self, runner: Runner, out: dict[str, Any]) -> None:
+        """The store gave up before the last commit landed: the session goes to this
+        worker's unsaved-sessions file, and the result says where."""
+        err = runner.store_failure
+        assert err is not None
+        out["error_code"], out["error_message"] = err.code, err.message
+        unsaved = runner.unsaved()
+        if not unsaved:
+            out["error"] = f"store: {err.message}"  # it never started: nothing to keep
+            return
+        try:
+            assert self.unsaved is not None
+            path = await self.unsaved.save(self.run_id, unsaved)
+        except StoreError as exc:
+            out["error"] = f"store: {err.message}; not saved either: {exc.message}"
+            return
+        out["unsaved_file"] = str(path)
+        out["error"] = (
+            f"store: {err.message}; the session is in {path} "
+            f"(load it with: rolltap sessions import {path})"
+        )
 
     async def _ended_early(self, status: str, error: str | None) -> dict[str, Any]:
         try:
@@ -111,6 +138,7 @@ class JobFactory:
         # store (~40 ms of CPU and much memory), far too much per rollout
         self._ssl = ssl.create_default_context()
         self._scorers: dict[tuple[str, ...], Scorer] = {}
+        self._unsaved = UnsavedFiles(config.unsaved_dir, config.index)
 
     def _harness(self, spec: RolloutSpec) -> Harness:
         key = (spec.harness, spec.cmd)
@@ -144,7 +172,7 @@ class JobFactory:
         job = Job(
             id=message["job"], run_id=message["run_id"], session_id=message["session_id"],
             spec=spec, task=spec.to_task(), store=JobStore(self.store, message["session_id"]),
-            runner=None,
+            runner=None, unsaved=self._unsaved,
         )  # fmt: skip
         if spec.block_loop_s is not None and self.config.test_hooks:
             job.block_s = spec.block_loop_s

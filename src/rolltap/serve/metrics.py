@@ -44,6 +44,26 @@ def _worker_metrics(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
     yield pool
 
 
+def _store_metrics(store: Mapping[str, Any]) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "rolltap_serve_store_available",
+        "1 while the store takes new batches, 0 while it is unreachable (503 store_unavailable)",
+        1.0 if store.get("available") else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "rolltap_serve_store_unavailable_seconds",
+        "how long the store has been unreachable (0: it is not)",
+        float(store.get("unavailable_s") or 0.0),
+    )
+    for name, text in (("pending_commits", "event commits held, not yet durable"),
+                       ("pending_bytes", "bytes of writes held, not yet durable")):  # fmt: skip
+        yield GaugeMetricFamily(f"rolltap_serve_store_{name}", text, store.get(name) or 0)
+    yield CounterMetricFamily(
+        "rolltap_serve_rejected_store", "batches refused while the store was unavailable",
+        store.get("rejected") or 0,
+    )  # fmt: skip
+
+
 class _StatusCollector(Collector):
     def __init__(self, status: Callable[[], Mapping[str, Any]]) -> None:
         self._status = status
@@ -60,6 +80,7 @@ class _StatusCollector(Collector):
         for key, count in sorted(status["results"].items()):
             results.add_metric([key], count)
         yield results
+        yield from _store_metrics(status["store"])
         yield from _worker_metrics(status["workers"])
 
 

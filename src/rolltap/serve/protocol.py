@@ -14,6 +14,8 @@ type                direction  fields
 ``stats``           W → S      the heartbeat: RSS, files, sockets, threads, lag, pool, trim …
 ``store``           W → S      ``id``, ``op`` and its arguments (SQLite: the supervisor writes)
 ``store_reply``     S → W      ``id``, ``ok``, ``value`` or ``error``
+``store_state``     W → S      the worker's own writer (server backends), on each change:
+                               ``unavailable_s``, ``pending_commits``/``_bytes``, ``over``
 ``shutdown``        S → W      finish, flush and exit
 ==================  =========  ===============================================================
 """
@@ -53,6 +55,7 @@ class Msg(StrEnum):
     STATS = "stats"
     STORE = "store"
     STORE_REPLY = "store_reply"
+    STORE_STATE = "store_state"
     SHUTDOWN = "shutdown"
 
 
@@ -61,6 +64,25 @@ class ChannelClosedError(RolltapError):
 
     code = "serve_channel_closed"
     status = 503
+
+
+#: what the OpenAPI document says a task is (``task_from_dict`` is what checks it)
+TASK_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "id": {"description": "default: 1"},
+        "prompt": {"type": ["string", "null"]},
+        "messages": {"type": ["array", "null"], "items": {"type": "object"}},
+        "answer": {"description": "compared as a string"},
+        "info": {"type": ["object", "null"]},
+    },
+    "anyOf": [
+        {"required": ["prompt"], "properties": {"prompt": {"type": "string"}}},
+        {"required": ["messages"], "properties": {"messages": {"type": "array"}}},
+    ],
+}
+#: ``NAME`` or ``NAME=WEIGHT``, as documented (the parser also takes other spellings of
+#: a positive weight, like ``2e-1``)
+REWARD_PATTERN = r"^[A-Za-z0-9_.:-]+(=[1-9][0-9]{0,8}(\.[0-9]{1,9})?)?$"
 
 
 class RolloutSpec(BaseModel):
@@ -75,12 +97,15 @@ class RolloutSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    task: dict[str, Any]
-    sample: int = Field(default=0, ge=0)
+    task: dict[str, Any] = Field(json_schema_extra=TASK_SCHEMA)
+    sample: int = Field(default=0, ge=0, le=2**63 - 1)
     harness: str = "chat"
     cmd: str | None = None
     endpoint: str | None = None
-    rewards: list[str] = Field(default_factory=lambda: ["contains"], min_length=1)
+    rewards: list[str] = Field(
+        default_factory=lambda: ["contains"], min_length=1,
+        json_schema_extra={"items": {"type": "string", "pattern": REWARD_PATTERN}},
+    )  # fmt: skip
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
     user: str | None = None
@@ -120,6 +145,9 @@ class WorkerConfig(BaseModel):
     #: decided by the supervisor (flag, else environment): the worker only obeys
     otel: bool = False
     otel_content: bool = False
+    store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
+    #: where this worker writes what it could not save (None: the current directory)
+    unsaved_dir: str | None = None
 
 
 class Channel:

@@ -33,6 +33,7 @@ from rolltap.serve.fleet import Fleet
 from rolltap.serve.handle import WorkerHandle
 from rolltap.serve.outcomes import store_lost, terminal_result
 from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
+from rolltap.serve.storegate import StoreGate
 from rolltap.store import Store, mask_url, resolve_store_url
 
 __all__ = ["Supervisor"]
@@ -61,6 +62,7 @@ class Supervisor:
         self._stack = AsyncExitStack()
         self._store: Store | None = None
         self._leases: RunLeases  # set by start()
+        self._gate: StoreGate  # set by start()
         self._fleet: Fleet | None = None
         self._closed = False
 
@@ -84,7 +86,11 @@ class Supervisor:
     async def start(self) -> None:
         """Open the store and start the workers; returns once every worker is ready."""
         try:
-            self._store = await self._stack.enter_async_context(await Store.open(self.config.store))
+            self._store = await self._stack.enter_async_context(
+                await Store.open(
+                    self.config.store, reconnect_timeout=self.config.store_unavailable_timeout_s
+                )
+            )
             # released after the workers stop (the stack unwinds backwards)
             self._leases = await self._stack.enter_async_context(
                 RunLeases(self._store, self.config.lease_ttl_s)
@@ -97,6 +103,8 @@ class Supervisor:
                 start_timeout_s=self.config.start_timeout_s,
             )  # fmt: skip
             self._stack.push_async_callback(self._stop_fleet)
+            self._gate = StoreGate(self._store, self._worker_store_states)
+            self._stack.callback(tasks.create_task(self._gate.watch()).cancel)
             await self._fleet.start()
         except BaseException:
             await self.aclose()
@@ -113,6 +121,9 @@ class Supervisor:
         await self.drain(0.0)
         await self.fleet.shutdown()
 
+    def _worker_store_states(self) -> list[dict[str, Any]]:
+        return [handle.store_state for handle in self.fleet.ready()]
+
     def _worker_config(self, index: int) -> WorkerConfig:
         shipped = self.store.backend == "sqlite"
         gateway = self.config.gateway.model_copy(
@@ -125,6 +136,8 @@ class Supervisor:
             max_rollout_s=self.config.max_rollout_s, trim=self.config.trim,
             test_hooks=self.config.test_hooks, otel=self._otel,
             otel_content=self.config.otel_content,
+            store_unavailable_timeout_s=self.config.store_unavailable_timeout_s,
+            unsaved_dir=self.config.unsaved_dir,
         )  # fmt: skip
 
     # -- admission ---------------------------------------------------------------------
@@ -139,9 +152,12 @@ class Supervisor:
         """Admit ``specs`` as one batch and dispatch them; read ``batch.results()``.
 
         Raises ``ServiceFullError`` (429, retryable) when the workers lack room for the
-        whole batch, ``ServiceDrainingError`` (503) once a drain has begun.
+        whole batch, ``ServiceDrainingError`` (503) once a drain has begun, and
+        ``StoreUnavailableError`` (503, retryable) while the store cannot take new
+        sessions (the rollouts in flight go on).
         """
         check_batch(self.config, specs, closed=self.draining or self._closed)
+        await self._gate.admit()
         try:
             handles = place(self.fleet.ready(), len(specs), self.config.max_inflight)
         except ServiceFullError:
@@ -149,7 +165,9 @@ class Supervisor:
             raise
         batch = Batch(new_id(), run_id or new_id())
         deadline = asyncio.get_running_loop().time() + self.config.max_rollout_s
+        # its writes may wait out an outage, up to the store's timeout, before it reports
         deadline += max(60.0, 2 * self.config.heartbeat_timeout_s)
+        deadline += self.config.store_unavailable_timeout_s
         for spec, handle in zip(specs, handles, strict=True):
             job = Job(new_id(), batch, spec, spec.to_task(), handle, deadline)
             batch.jobs[job.id] = handle.jobs[job.id] = self.jobs[job.id] = job
@@ -305,5 +323,9 @@ class Supervisor:
             "workers_lost": fleet.lost,
             "rejected_full": self.rejected,
             "results": dict(self.statuses),
-            "store": {"backend": self.store.backend, "url": mask_url(self.store.url)},
+            "store": {
+                "backend": self.store.backend,
+                "url": mask_url(self.store.url),
+                **self._gate.state(),
+            },
         }

@@ -30,11 +30,15 @@ from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig
 from rolltap.serve.sink import ShippedStore, StoreRpc
+from rolltap.serve.storegate import store_report
 from rolltap.store import Store
 
 __all__ = ["Worker", "main"]
 
 log = logging.getLogger("rolltap.serve.worker")
+
+#: how often a worker that writes its own store looks at its writer's health
+STORE_WATCH_S = 0.2
 
 
 class Worker:
@@ -45,6 +49,7 @@ class Worker:
         self.rpc = StoreRpc(channel)
         self.jobs: dict[str, Job] = {}
         self.gateway: Gateway | None = None
+        self.store: Store | None = None  # when this worker writes the store itself
         self._factory: JobFactory | None = None
         self._group: asyncio.TaskGroup | None = None
         self._stopping = asyncio.Event()
@@ -65,7 +70,13 @@ class Worker:
     async def _open(self, stack: AsyncExitStack) -> JobFactory:
         store: SessionStore
         if self.config.store_url is not None:
-            store = await stack.enter_async_context(await Store.open(self.config.store_url))
+            self.store = await stack.enter_async_context(
+                await Store.open(
+                    self.config.store_url,
+                    reconnect_timeout=self.config.store_unavailable_timeout_s,
+                )
+            )
+            store = self.store
         else:
             store = ShippedStore(self.rpc)
         recorder = await stack.enter_async_context(StoreRecorder(store, final_commit=False))
@@ -92,6 +103,8 @@ class Worker:
         )  # fmt: skip
         async with asyncio.TaskGroup() as group:
             beats = [group.create_task(heartbeat.beat_forever())]
+            if self.store is not None:
+                beats.append(group.create_task(self._watch_store(self.store)))
             self._group = group
             await self.channel.send({"type": Msg.READY, "pid": os.getpid()})
             await self._stopping.wait()
@@ -102,6 +115,26 @@ class Worker:
             self._group = None
             for task in beats:
                 task.cancel()
+
+    def _store_report(self) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        return store_report(self.store.stats(), self.store.pending_max_bytes)
+
+    async def _watch_store(self, store: Store) -> None:
+        """Tell the supervisor at once when this worker's writer loses or regains the
+        database (or passes its pending-bytes bound): admission depends on it."""
+        last: tuple[bool, bool] | None = None
+        while True:
+            report = store_report(store.stats(), store.pending_max_bytes)
+            now = (report["unavailable_s"] is None, bool(report["over"]))
+            if now != last:
+                try:
+                    await self.channel.send({"type": Msg.STORE_STATE, **report})
+                except ChannelClosedError:
+                    return  # the supervisor is gone; the receiver winds the worker down
+                last = now
+            await asyncio.sleep(STORE_WATCH_S)
 
     async def _receive(self) -> None:
         while (message := await self.channel.recv()) is not None:
@@ -146,6 +179,8 @@ class Worker:
     def snapshot(self) -> dict[str, Any]:
         """The worker-side numbers of a heartbeat (the rest are process readings)."""
         out: dict[str, Any] = {"inflight": len(self.jobs)}
+        if (report := self._store_report()) is not None:
+            out["store"] = report
         if self.gateway is not None:
             snap = self.gateway.snapshot()
             out.update(

@@ -5,11 +5,13 @@ Reads use pooled connections, never the writer's, and see what is committed.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rolltap.errors import StoreError
 from rolltap.store import export, reader
 from rolltap.store.aggregate import summary_of_run
 from rolltap.store.events import Event, EventLog
@@ -24,6 +26,19 @@ class StoreReads:
     """Reads over ``self._engine`` (set by :class:`~rolltap.store.Store`)."""
 
     _engine: AsyncEngine
+
+    async def ping(self, timeout_s: float = 2.0) -> bool:
+        """Whether the database answers a trivial query within ``timeout_s`` (a read: it
+        says the server is up, not that the writer has caught up).
+
+        >>> # if not await store.ping(): ...  # refuse new work
+        """
+        try:
+            async with asyncio.timeout(timeout_s), reader.reading(self._engine) as conn:
+                await conn.exec_driver_sql("SELECT 1")
+        except (StoreError, TimeoutError):
+            return False
+        return True
 
     async def events(self, session_id: str) -> list[Event]:
         """The session's history in order, a fork's inherited prefix first.

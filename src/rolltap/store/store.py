@@ -146,6 +146,11 @@ class Store(StoreReads, StoreLeases):
         """
         return self._writer.stats()
 
+    @property
+    def pending_max_bytes(self) -> int:
+        """The bound on bytes of writes held while the database is away."""
+        return self._writer.pending_max_bytes
+
     async def wait_for_room(self) -> None:
         """Backpressure before admitting new work: wait while pending writes hold
         ``pending_max_bytes`` or more; StoreUnavailableError while given up on."""
@@ -225,6 +230,8 @@ class Store(StoreReads, StoreLeases):
         """
         if status is not None:
             check_status(status)
+        # given up on: say so before a read of the prefix fails as a plain database error
+        self._writer.check_available()
         state = self._states.get(session_id)
         if state is None:
             state = SessionState("", 0, 0, None, "pending", None, loaded=False)

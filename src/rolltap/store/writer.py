@@ -113,6 +113,11 @@ class Writer:
         if self._gave_up is not None:
             raise StoreUnavailableError(self._gave_up.message) from self._gave_up
 
+    def check_available(self) -> None:
+        """StoreUnavailableError while the database is given up on (else nothing)."""
+        if self._gave_up is not None:
+            raise StoreUnavailableError(self._gave_up.message) from self._gave_up
+
     async def wait_available(self) -> None:
         """Return once the writer accepts writes (at once unless it gave up on the database)."""
         await self._available.wait()

@@ -1,0 +1,56 @@
+"""What a serve worker could not save: its rollouts' sessions, when the store gave up.
+
+Once the database has been away ``store_unavailable_timeout_s``, a rollout's last commit
+fails with ``store_unavailable`` (or ``store_full``). Its worker appends the session, with
+its whole log and how it ended, to ``rolltap-unsaved-<run>-w<worker>.jsonl``: one file
+per run and worker slot, so workers never write one file together, and a later outage
+of the same run adds lines. ``rolltap sessions import FILE`` loads it (a session partly
+stored is completed, importing twice stores nothing twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rolltap.errors import StoreError
+from rolltap.store import EventLog, RunInfo, SessionInfo
+from rolltap.store.export import write_sessions
+
+__all__ = ["UnsavedFiles", "unsaved_path"]
+
+
+def unsaved_path(folder: str | Path | None, run_id: str, worker: int) -> Path:
+    """Where worker ``worker`` keeps what it could not save of run ``run_id``."""
+    return Path(folder or Path.cwd()) / f"rolltap-unsaved-{run_id}-w{worker}.jsonl"
+
+
+class UnsavedFiles:
+    """Appends a worker's unsaved sessions to their run's file."""
+
+    def __init__(self, folder: str | None, worker: int) -> None:
+        self._folder, self._worker = folder, worker
+        # one append at a time: a line may take several writes, which must not interleave
+        self._lock = asyncio.Lock()
+
+    async def save(self, run_id: str, items: Sequence[tuple[SessionInfo, EventLog]]) -> Path:
+        """Append ``items`` (sessions of run ``run_id``); the file. StoreError if it cannot."""
+        async with self._lock:
+            return await asyncio.to_thread(self._append, run_id, items)
+
+    def _append(self, run_id: str, items: Sequence[tuple[SessionInfo, EventLog]]) -> Path:
+        path = unsaved_path(self._folder, run_id, self._worker)
+        # the run exists in the store (the supervisor created it): the import only
+        # needs its id, and creates it with this name only if it is gone
+        run = RunInfo(
+            id=run_id, name=None, config={"source": "rolltap serve"}, created_at=time.time(),
+            n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0,
+        )  # fmt: skip
+        try:
+            with path.open("ab") as out:
+                write_sessions(out, run, items)
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return path
