@@ -12,15 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.aggregate import run_r, run_summaries, stored_summary
 from rolltap.store.lease import effective_status, status_filter
 from rolltap.store.models import RunInfo
 from rolltap.store.reader import run_info
-from rolltap.store.runstats import PASS_THRESHOLD
-from rolltap.store.schema import leases, runs, sessions
+from rolltap.store.rollup import NO_TASK
+from rolltap.store.rollup_read import read_run_stats
+from rolltap.store.schema import leases, runs, sessions, task_stats
 
 __all__ = [
     "SESSION_SORTS",
@@ -128,8 +129,9 @@ async def runs_page(
     conn: AsyncConnection, *, offset: int = 0, limit: int = 50, search: str | None = None,
     now: float | None = None,
 ) -> tuple[list[RunRow], bool]:  # fmt: skip
-    """Runs, newest first, each with its summary; whether more follow. At most five
-    queries: the page, then one SQL summary for every run on it without a stored one."""
+    """Runs, newest first, each with its summary; whether more follow. At most four
+    queries: the page, its runs' interrupted counts, then the aggregates of every run on
+    it without a stored summary."""
     now = time.time() if now is None else now
     query = select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
     if search:
@@ -137,9 +139,14 @@ async def runs_page(
     found = list((await conn.execute(_page(query, offset, limit))).mappings())
     more = len(found) > limit
     found = found[:limit]
-    infos = {row["id"]: run_info(row) for row in found}
+    counts = await read_run_stats(conn, [row["id"] for row in found], now)
+    infos = {row["id"]: run_info(row, counts[row["id"]].interrupted()) for row in found}
     stored = {row["id"]: stored_summary(row["summary"]) for row in found}
-    missing = {rid: run_r(infos[rid].config) for rid, doc in stored.items() if doc is None}
+    missing = {
+        rid: (infos[rid].n_sessions, run_r(infos[rid].config))
+        for rid, doc in stored.items()
+        if doc is None
+    }
     computed = await run_summaries(conn, missing, now)
     rows = []
     for rid, info in infos.items():
@@ -192,26 +199,24 @@ async def sessions_page(
 
 
 def _task_query(run_id: str) -> Select[Any]:
-    c = sessions.c
-    passed = func.sum(case((c.reward >= PASS_THRESHOLD, 1), else_=0))
-    return (
-        select(c.task_id, func.count(), func.count(c.reward), passed, func.avg(c.reward))
-        .where(c.run_id == run_id)
-        .group_by(c.task_id)
+    t = task_stats.c
+    return select(t.task_key, t.rollouts, t.rewarded, t.passed, t.reward_sum).where(
+        t.run_id == run_id, t.rollouts > 0
     )
 
 
 def _task_row(row: Any) -> TaskRow:
-    task_id, n, rewarded, passed, mean = row
-    mean_reward = None if mean is None else float(mean)
-    return TaskRow(task_id, int(n), int(rewarded), int(passed or 0), mean_reward)
+    key, n, rewarded, passed, total = row
+    mean = float(total) / rewarded if rewarded else None
+    return TaskRow(key if key != NO_TASK else None, int(n), int(rewarded), int(passed), mean)
 
 
 async def tasks_page(
     conn: AsyncConnection, run_id: str, *, offset: int = 0, limit: int = 50
 ) -> tuple[list[TaskRow], bool]:
-    """One page of a run's tasks by task id; whether more follow. One query."""
-    query = _task_query(run_id).order_by(sessions.c.task_id)
+    """One page of a run's tasks by task id (from its aggregates); whether more follow.
+    One query."""
+    query = _task_query(run_id).order_by(task_stats.c.task_key)
     rows = [_task_row(r) for r in await conn.execute(_page(query, offset, limit))]
     return rows[:limit], len(rows) > limit
 
@@ -223,5 +228,5 @@ async def task_rows(
     named = [t for t in task_ids if t is not None]
     if not named:
         return {}
-    query = _task_query(run_id).where(sessions.c.task_id.in_(named))
+    query = _task_query(run_id).where(task_stats.c.task_key.in_(named))
     return {row.task_id: row for row in map(_task_row, await conn.execute(query))}

@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from rolltap.store.errors import StoreFencedError, StoreNotFoundError
 from rolltap.store.models import UNFINISHED_STATUSES
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
+from rolltap.store.rollup import Rollup
+from rolltap.store.rollup_sql import apply_rollup
 from rolltap.store.schema import leases, runs, sessions
 
 __all__ = [
@@ -111,12 +113,19 @@ class AcquireLeaseOp(WriteOp):
     async def _interrupt(self, conn: AsyncConnection, now: float) -> int:
         """Store the unfinished sessions of the run as interrupted (its previous owner is gone)."""
         mine = and_(sessions.c.run_id == self.run_id, sessions.c.status.in_(_UNFINISHED))
-        count = await conn.scalar(select(func.count()).select_from(sessions).where(mine))
+        query = select(sessions.c.status, func.count()).where(mine).group_by(sessions.c.status)
+        by_status = {status: int(n) for status, n in await conn.execute(query)}
+        count = sum(by_status.values())
         if not count:
             return 0
         await conn.execute(sessions.update().where(mine).values(status=INTERRUPTED, updated_at=now))
         await apply_run_deltas(conn, {self.run_id: RunDelta(finished=count, failed=count)})
-        return int(count)
+        rollup = Rollup()
+        for status, n in by_status.items():
+            rollup.stats[(self.run_id, "status", status)][0] -= n
+        rollup.stats[(self.run_id, "status", INTERRUPTED)][0] += count
+        await apply_rollup(conn, rollup)
+        return count
 
     async def applied(self, conn: AsyncConnection) -> bool:
         query = select(leases).where(leases.c.run_id == self.run_id)
