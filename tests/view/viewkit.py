@@ -112,7 +112,12 @@ def start_view(store_url: str, *flags: str, **env: str) -> tuple[subprocess.Pope
 def stop_view(proc: subprocess.Popen[str]) -> str:
     """SIGTERM the viewer; what it printed after its URL. It must stop cleanly."""
     proc.terminate()
-    out, _ = proc.communicate(timeout=20)
+    assert proc.stdout is not None
+    # read through the text wrapper: start_view's reads may have buffered lines past the
+    # URL there, which communicate() (reading the pipe itself) would lose
+    with proc.stdout:
+        out = proc.stdout.read()  # bounded by the test's timeout
+    proc.wait(timeout=20)
     assert proc.returncode == 0, out
     return out
 
