@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.aggregate import run_r, run_summaries, stored_summary
-from rolltap.store.lease import effective_status, status_filter
+from rolltap.store.lease import effective_status, run_status_filter
 from rolltap.store.models import RunInfo
 from rolltap.store.reader import run_info
 from rolltap.store.rollup import NO_TASK
@@ -97,11 +97,12 @@ class SessionFilter:
     #: an id prefix, or part of a task id
     search: str | None = None
 
-    def clauses(self, now: float) -> list[ColumnElement[bool]]:
+    def clauses(self, expired: bool) -> list[ColumnElement[bool]]:
+        """WHERE clauses over one run's sessions, its lease ``expired`` or not."""
         c = sessions.c
         out: list[ColumnElement[bool]] = []
         if self.status:
-            out.append(status_filter(self.status, now))
+            out.append(run_status_filter(self.status, expired))
         if self.error_code:
             out.append(c.error_code == self.error_code)
         if self.task_id:
@@ -157,33 +158,34 @@ async def runs_page(
 
 def _session_query(run_id: str) -> Select[Any]:
     c = sessions.c
-    joined = sessions.outerjoin(leases, leases.c.run_id == c.run_id)
-    return (
-        select(
-            c.id, c.task_id, c.status, c.reward, c.error_code, c.error_message,
-            c.prompt_tokens, c.completion_tokens, c.duration_s, c.created_at, c.n_events,
-            leases.c.expires_at,
-        )
-        .select_from(joined)
-        .where(c.run_id == run_id)
-    )  # fmt: skip
+    return select(
+        c.id, c.task_id, c.status, c.reward, c.error_code, c.error_message,
+        c.prompt_tokens, c.completion_tokens, c.duration_s, c.created_at, c.n_events,
+    ).where(c.run_id == run_id)  # fmt: skip
+
+
+async def _lease_expiry(conn: AsyncConnection, run_id: str) -> float | None:
+    return await conn.scalar(select(leases.c.expires_at).where(leases.c.run_id == run_id))
 
 
 async def sessions_page(
     conn: AsyncConnection, run_id: str, flt: SessionFilter = SessionFilter(), *,
     sort: str = "created", desc: bool = False, offset: int = 0, limit: int = 50,
 ) -> tuple[list[SessionRow], bool]:  # fmt: skip
-    """One page of a run's sessions, filtered and sorted; whether more follow. One query."""
+    """One page of a run's sessions, filtered and sorted; whether more follow. Two
+    queries: the run's lease, then the page (no join: the run's indexes serve it)."""
     now = time.time()
+    expires_at = await _lease_expiry(conn, run_id)
+    expired = expires_at is not None and expires_at < now
     column = SESSION_SORTS.get(sort, sessions.c.created_at)
     order = (column.desc(), sessions.c.id.desc()) if desc else (column, sessions.c.id)
-    query = _session_query(run_id).where(*flt.clauses(now)).order_by(*order)
+    query = _session_query(run_id).where(*flt.clauses(expired)).order_by(*order)
     rows = list(await conn.execute(_page(query, offset, limit)))
     page = [
         SessionRow(
             id=r.id,
             task_id=r.task_id,
-            status=effective_status(r.status, r.expires_at, now),
+            status=effective_status(r.status, expires_at, now),
             reward=r.reward,
             error_code=r.error_code,
             error_message=r.error_message,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import StoreFencedError, StoreNotFoundError
@@ -32,6 +32,7 @@ __all__ = [
     "ReleaseLeaseOp",
     "RenewLeaseOp",
     "effective_status",
+    "run_status_filter",
     "status_filter",
 ]
 
@@ -71,6 +72,16 @@ def status_filter(status: str, now: float) -> ColumnElement[bool]:
         )
     if status in UNFINISHED_STATUSES:
         return and_(sessions.c.status == status, ~expired)
+    return sessions.c.status == status
+
+
+def run_status_filter(status: str, expired: bool) -> ColumnElement[bool]:
+    """:func:`status_filter` for the sessions of one run whose lease is known to be
+    ``expired`` or not: no join, so a page of them reads from the run's indexes."""
+    if status == INTERRUPTED and expired:
+        return sessions.c.status.in_([INTERRUPTED, *_UNFINISHED])
+    if status in UNFINISHED_STATUSES and expired:
+        return false()
     return sessions.c.status == status
 
 
