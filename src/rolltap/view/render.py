@@ -141,6 +141,8 @@ def run_cells(row: RunRow) -> dict[str, Any]:
         "model": _config_value(info.config, "model"),
         "rollouts": fmt_num(summary.get("rollouts", info.n_sessions)),
         "statuses": status_text(statuses),
+        # stored so by a later owner, or read so: the run's lease expired with them unfinished
+        "interrupted": fmt_num(int(statuses.get("interrupted") or 0)),
         "reward": _reward_text(summary.get("reward") or {}),
         "pass": _pass_text(summary),
         "tokens": fmt_num(int(tokens.get("prompt") or 0) + int(tokens.get("completion") or 0)),
