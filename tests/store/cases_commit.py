@@ -31,12 +31,14 @@ class CommitCases:
         with count_statements(store) as seen:
             second = await store.commit(session.id, log)
         assert (second.written, second.replaced, second.n_events) == (2, False, 5)
-        inserts = seen.matching("INSERT")
+        inserts = seen.matching("INSERT INTO ROLLTAP_EVENTS")
         assert len(inserts) == 1, seen.seen  # one batched statement for the events
         params = inserts[0][1]
         rows = params if isinstance(params, list | tuple) and inserts[0][2] else [params]
         assert len(rows) == 2
         assert len(seen.matching("UPDATE")) == 1  # the session's counters, same transaction
+        # the run's aggregates: one upsert, same transaction
+        assert len(seen.matching("INSERT INTO ROLLTAP_RUN_STATS")) == 1, seen.seen
         assert not seen.matching("DELETE")
         await assert_stored(store, session.id, list(log))
 

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.summary import summarize
 from rolltap.store import EventKind, EventLog, SchemaVersionError, Store, upgrade
-from rolltap.store.schema import sessions
+from rolltap.store.rollup_sql import rebuild_rollups
+from rolltap.store.schema import run_stats, sessions, task_stats
 from rolltap.store.url import backend_of, to_sqlalchemy_url
 
 
@@ -124,6 +125,34 @@ class SummaryCases:
             False, 2, {"completed": 1, "pending": 1},
         )  # fmt: skip
 
+    async def test_aggregates_kept_by_writes_equal_a_recount(self, store: Store) -> None:
+        run = await store.create_run("agg", {"run": {"r": 2}})
+        plan = [("a", 1.0), ("a", 0.0), ("b", 1.0), (None, 1.0), (None, None), ("c", None)]
+        ids = []
+        for i, (task, reward) in enumerate(plan):
+            s = await store.create_session(run.id, task={"task_id": task} if task else {})
+            ids.append(s.id)
+            log = EventLog()
+            _response(log, 3 + i, 1, 10.0)
+            if reward == 0.0:
+                log.append(EventKind.MODEL_ERROR, {"code": "upstream_timeout", "message": "m"})
+            _ended(log, "failed" if reward == 0.0 else "completed", 11.0 + i)
+            await store.commit(s.id, log, status="running")  # counted, then moved
+            await store.commit(s.id, log, status="failed" if reward == 0.0 else "completed",
+                               reward=reward)  # fmt: skip
+        await store.commit(ids[0], await store.load_log(ids[0]), reward=0.5)  # a changed reward
+        await store.create_session(run.id, task={"task_id": "a"})  # pending
+        kept = await _aggregates(store, run.id)
+        async with store.engine.begin() as conn:
+            await rebuild_rollups(conn, [run.id])
+        assert kept == await _aggregates(store, run.id)
+        await store.delete_session(ids[2])  # b's only rollout: its task empties
+        summary = await store.run_summary(run.id)
+        assert summary["statuses"] == {"completed": 4, "failed": 1, "pending": 1}
+        assert summary["errors"] == {"upstream_timeout": {"count": 1, "first_message": "m"}}
+        # a: rewards 0.5, 0.0 (none passed); task-less: 1.0 passed; c: no reward
+        assert summary["pass_at_k"]["pass@1"] == pytest.approx(1 / 2)
+
     async def test_migration_0003_backfills_older_sessions(self, store_url: str) -> None:
         await upgrade(store_url, "0002")
         await _fill_at_0002(store_url)
@@ -139,6 +168,26 @@ class SummaryCases:
         assert (fork["error_code"], fork["error_message"]) == ("upstream_timeout", "slow")
         assert math.isclose(fork["duration_s"], 9.0)  # from the parent's first event
         assert summary["errors"]["upstream_timeout"]["count"] == 1
+        # migration 0004 counted them into the run's aggregates
+        assert (summary["statuses"], summary["tokens"]) == (
+            {"completed": 1, "failed": 1}, {"prompt": 20, "completion": 5},
+        )  # fmt: skip
+
+
+async def _aggregates(store: Store, run_id: str) -> tuple[list[Any], list[Any]]:
+    """A run's aggregate rows that count something, totals rounded (float sums)."""
+    async with store.engine.connect() as conn:
+        stats = [
+            (r.stat, r.key, r.n, round(r.total, 9), r.message)
+            for r in await conn.execute(sa.select(run_stats).where(run_stats.c.run_id == run_id))
+            if r.n or round(r.total, 9)
+        ]
+        tasks = [
+            (r.task_key, r.rollouts, r.rewarded, r.passed, round(r.reward_sum, 9))
+            for r in await conn.execute(sa.select(task_stats).where(task_stats.c.run_id == run_id))
+            if r.rollouts
+        ]
+    return sorted(stats), sorted(tasks)
 
 
 async def _fill_at_0002(url: str) -> None:

@@ -11,6 +11,7 @@ import orjson
 import sqlalchemy as sa
 
 from rolltap.store import EventKind, EventLog, Store
+from rolltap.store.rollup_sql import rebuild_rollups
 from rolltap.store.schema import sessions
 
 _STATUSES = ("completed",) * 6 + ("failed", "timeout", "limit_reached", "error")
@@ -51,6 +52,7 @@ async def bulk_run(store: Store, n: int, *, seed: int = 0) -> tuple[str, str]:
             .where(sa.column("id") == run.id)
             .values(n_sessions=n)
         )
+        await rebuild_rollups(conn, [run.id])  # what the writer keeps for each commit
     session = await store.create_session(run.id, task={"task_id": "extra"})
     log = EventLog()
     log.append(EventKind.MODEL_REQUEST, {"intercept_id": "i1", "dialect": "chat",

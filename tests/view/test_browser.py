@@ -32,7 +32,7 @@ def test_the_runs_page_lists_the_runs(
         tr.get_attribute("data-run")
         for tr in browser.find_elements(By.CSS_SELECTOR, "tr[data-run]")
     ]
-    assert set(runs) == {filled.tools, filled.broken, filled.live}
+    assert set(runs) == {filled.tools, filled.broken, filled.live, filled.lost, filled.baseline}
     tools = _row(browser, filled.tools)
     assert tools["name"].startswith("tools") and tools["harness"] == "tool-agent"
     assert tools["rollouts"] == "8" and "pass@2" in tools["pass"]

@@ -25,7 +25,7 @@ from clikit import cli_env
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import Task, evaluate
 from rolltap.sim import SimConfig, Simulator
-from rolltap.store import EventKind, Store
+from rolltap.store import EventKind, EventLog, Store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -49,6 +49,11 @@ class Filled:
     broken: str
     live: str
     live_sessions: tuple[str, ...]
+    #: a run whose owner went away (lease expired) with two sessions unfinished
+    lost: str
+    lost_sessions: tuple[str, ...]
+    #: a run with the tools run's tasks and known rewards, to compare with
+    baseline: str
 
 
 async def _evaluate(url: str, tokenizer: Path) -> tuple[str, str]:
@@ -74,6 +79,34 @@ async def _live(url: str) -> tuple[str, tuple[str, ...]]:
     return run.id, tuple(ids)
 
 
+async def _lost(url: str) -> tuple[str, tuple[str, ...]]:
+    async with await Store.open(url) as store:
+        run = await store.create_run("lost", {"run": {"harness": "chat", "model": "m"}})
+        # the owner takes the run and is never heard of again
+        await store.acquire_lease(run.id, owner="gone@host:1", ttl_s=0.001)
+        ids = [(await store.create_session(run.id, task={"task_id": f"x{i}"})).id for i in range(3)]
+        log = EventLog()
+        log.append(EventKind.STATUS, {"status": "completed"})
+        await store.commit(ids[2], log, status="completed", reward=1.0)
+    return run.id, tuple(ids[:2])
+
+
+#: the baseline run's rewards per task (t3 has no rollout there)
+BASELINE = {"t0": [1.0, 1.0], "t1": [0.0, 0.0], "t2": [1.0, 0.0]}
+
+
+async def _baseline(url: str) -> str:
+    async with await Store.open(url) as store:
+        run = await store.create_run("baseline", {"run": {"r": 2, "harness": "chat"}})
+        for task, rewards in BASELINE.items():
+            for reward in rewards:
+                s = await store.create_session(run.id, task={"task_id": task})
+                log = EventLog()
+                log.append(EventKind.STATUS, {"status": "completed"})
+                await store.commit(s.id, log, status="completed", reward=reward)
+    return run.id
+
+
 def fill(tmp: Path) -> Filled:
     from gateway.simtok import build_sim_tokenizer
 
@@ -81,7 +114,9 @@ def fill(tmp: Path) -> Filled:
     tokenizer = build_sim_tokenizer(tmp / "tokenizer")
     tools, broken = asyncio.run(_evaluate(url, tokenizer))
     live, sessions = asyncio.run(_live(url))
-    return Filled(url, tools, broken, live, sessions)
+    lost, lost_sessions = asyncio.run(_lost(url))
+    baseline = asyncio.run(_baseline(url))
+    return Filled(url, tools, broken, live, sessions, lost, lost_sessions, baseline)
 
 
 async def finish(url: str, session_id: str, status: str, reward: float) -> None:
@@ -112,7 +147,12 @@ def start_view(store_url: str, *flags: str, **env: str) -> tuple[subprocess.Pope
 def stop_view(proc: subprocess.Popen[str]) -> str:
     """SIGTERM the viewer; what it printed after its URL. It must stop cleanly."""
     proc.terminate()
-    out, _ = proc.communicate(timeout=20)
+    assert proc.stdout is not None
+    # read through the text wrapper: start_view's reads may have buffered lines past the
+    # URL there, which communicate() (reading the pipe itself) would lose
+    with proc.stdout:
+        out = proc.stdout.read()  # bounded by the test's timeout
+    proc.wait(timeout=20)
     assert proc.returncode == 0, out
     return out
 

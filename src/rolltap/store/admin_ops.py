@@ -15,6 +15,8 @@ from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, 
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.outcome import SessionMetrics, duration_of, task_id_of
 from rolltap.store.reader import exists, fetch_session
+from rolltap.store.rollup import NO_TASK, Facts, Rollup
+from rolltap.store.rollup_sql import apply_rollup, drop_rollups, rebuild_rollups
 from rolltap.store.schema import events, leases, runs, sessions
 from rolltap.store.serialize import dump_doc, row_event
 
@@ -74,13 +76,13 @@ class CreateSessionOp(WriteOp):
         if s.parent_id is not None:
             await self._resolve_fork(conn)
             s = self.session
+        task_id, derived = task_id_of(s.task), self._derived()
         await conn.execute(
             sessions.insert().values(
                 id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
                 status=s.status, created_at=s.created_at, updated_at=s.updated_at,
                 n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
-                fork_at=s.fork_at, last_commit=self.token, task_id=task_id_of(s.task),
-                **self._derived(),
+                fork_at=s.fork_at, last_commit=self.token, task_id=task_id, **derived,
             )
         )  # fmt: skip
         if self.rows:
@@ -89,6 +91,9 @@ class CreateSessionOp(WriteOp):
         delta.add_status(None, s.status)
         delta.add_reward(None, s.reward)
         await apply_run_deltas(conn, {s.run_id: delta})
+        rollup = Rollup()
+        rollup.add(Facts(s.run_id, task_id or NO_TASK, s.status, s.created_at, s.reward, **derived))
+        await apply_rollup(conn, rollup)
 
     def _derived(self) -> dict[str, Any]:
         """An imported session's derived columns, counted from its rows."""
@@ -173,6 +178,7 @@ async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
                 n_rewarded=rewarded, reward_sum=float(total), summary=None,
             )
         )  # fmt: skip
+    await rebuild_rollups(conn, run_ids)
 
 
 class DeleteSessionOp(WriteOp):
@@ -237,6 +243,7 @@ class DeleteRunOp(WriteOp):
         await conn.execute(events.delete().where(events.c.session_id.in_(inside)))
         self.count = (await conn.execute(sessions.delete().where(mine))).rowcount
         await conn.execute(leases.delete().where(leases.c.run_id == self.run_id))
+        await drop_rollups(conn, [self.run_id])
         await conn.execute(runs.delete().where(runs.c.id == self.run_id))
         await _recount(conn, others - {self.run_id})
 

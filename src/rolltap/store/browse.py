@@ -12,15 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.aggregate import run_r, run_summaries, stored_summary
-from rolltap.store.lease import effective_status, status_filter
+from rolltap.store.lease import effective_status, run_status_filter
 from rolltap.store.models import RunInfo
 from rolltap.store.reader import run_info
-from rolltap.store.runstats import PASS_THRESHOLD
-from rolltap.store.schema import leases, runs, sessions
+from rolltap.store.rollup import NO_TASK
+from rolltap.store.rollup_read import read_run_stats
+from rolltap.store.schema import leases, runs, sessions, task_stats
 
 __all__ = [
     "SESSION_SORTS",
@@ -96,11 +97,12 @@ class SessionFilter:
     #: an id prefix, or part of a task id
     search: str | None = None
 
-    def clauses(self, now: float) -> list[ColumnElement[bool]]:
+    def clauses(self, expired: bool) -> list[ColumnElement[bool]]:
+        """WHERE clauses over one run's sessions, its lease ``expired`` or not."""
         c = sessions.c
         out: list[ColumnElement[bool]] = []
         if self.status:
-            out.append(status_filter(self.status, now))
+            out.append(run_status_filter(self.status, expired))
         if self.error_code:
             out.append(c.error_code == self.error_code)
         if self.task_id:
@@ -128,8 +130,9 @@ async def runs_page(
     conn: AsyncConnection, *, offset: int = 0, limit: int = 50, search: str | None = None,
     now: float | None = None,
 ) -> tuple[list[RunRow], bool]:  # fmt: skip
-    """Runs, newest first, each with its summary; whether more follow. At most five
-    queries: the page, then one SQL summary for every run on it without a stored one."""
+    """Runs, newest first, each with its summary; whether more follow. At most four
+    queries: the page, its runs' interrupted counts, then the aggregates of every run on
+    it without a stored summary."""
     now = time.time() if now is None else now
     query = select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
     if search:
@@ -137,9 +140,14 @@ async def runs_page(
     found = list((await conn.execute(_page(query, offset, limit))).mappings())
     more = len(found) > limit
     found = found[:limit]
-    infos = {row["id"]: run_info(row) for row in found}
+    counts = await read_run_stats(conn, [row["id"] for row in found], now)
+    infos = {row["id"]: run_info(row, counts[row["id"]].interrupted()) for row in found}
     stored = {row["id"]: stored_summary(row["summary"]) for row in found}
-    missing = {rid: run_r(infos[rid].config) for rid, doc in stored.items() if doc is None}
+    missing = {
+        rid: (infos[rid].n_sessions, run_r(infos[rid].config))
+        for rid, doc in stored.items()
+        if doc is None
+    }
     computed = await run_summaries(conn, missing, now)
     rows = []
     for rid, info in infos.items():
@@ -150,33 +158,34 @@ async def runs_page(
 
 def _session_query(run_id: str) -> Select[Any]:
     c = sessions.c
-    joined = sessions.outerjoin(leases, leases.c.run_id == c.run_id)
-    return (
-        select(
-            c.id, c.task_id, c.status, c.reward, c.error_code, c.error_message,
-            c.prompt_tokens, c.completion_tokens, c.duration_s, c.created_at, c.n_events,
-            leases.c.expires_at,
-        )
-        .select_from(joined)
-        .where(c.run_id == run_id)
-    )  # fmt: skip
+    return select(
+        c.id, c.task_id, c.status, c.reward, c.error_code, c.error_message,
+        c.prompt_tokens, c.completion_tokens, c.duration_s, c.created_at, c.n_events,
+    ).where(c.run_id == run_id)  # fmt: skip
+
+
+async def _lease_expiry(conn: AsyncConnection, run_id: str) -> float | None:
+    return await conn.scalar(select(leases.c.expires_at).where(leases.c.run_id == run_id))
 
 
 async def sessions_page(
     conn: AsyncConnection, run_id: str, flt: SessionFilter = SessionFilter(), *,
     sort: str = "created", desc: bool = False, offset: int = 0, limit: int = 50,
 ) -> tuple[list[SessionRow], bool]:  # fmt: skip
-    """One page of a run's sessions, filtered and sorted; whether more follow. One query."""
+    """One page of a run's sessions, filtered and sorted; whether more follow. Two
+    queries: the run's lease, then the page (no join: the run's indexes serve it)."""
     now = time.time()
+    expires_at = await _lease_expiry(conn, run_id)
+    expired = expires_at is not None and expires_at < now
     column = SESSION_SORTS.get(sort, sessions.c.created_at)
     order = (column.desc(), sessions.c.id.desc()) if desc else (column, sessions.c.id)
-    query = _session_query(run_id).where(*flt.clauses(now)).order_by(*order)
+    query = _session_query(run_id).where(*flt.clauses(expired)).order_by(*order)
     rows = list(await conn.execute(_page(query, offset, limit)))
     page = [
         SessionRow(
             id=r.id,
             task_id=r.task_id,
-            status=effective_status(r.status, r.expires_at, now),
+            status=effective_status(r.status, expires_at, now),
             reward=r.reward,
             error_code=r.error_code,
             error_message=r.error_message,
@@ -192,26 +201,24 @@ async def sessions_page(
 
 
 def _task_query(run_id: str) -> Select[Any]:
-    c = sessions.c
-    passed = func.sum(case((c.reward >= PASS_THRESHOLD, 1), else_=0))
-    return (
-        select(c.task_id, func.count(), func.count(c.reward), passed, func.avg(c.reward))
-        .where(c.run_id == run_id)
-        .group_by(c.task_id)
+    t = task_stats.c
+    return select(t.task_key, t.rollouts, t.rewarded, t.passed, t.reward_sum).where(
+        t.run_id == run_id, t.rollouts > 0
     )
 
 
 def _task_row(row: Any) -> TaskRow:
-    task_id, n, rewarded, passed, mean = row
-    mean_reward = None if mean is None else float(mean)
-    return TaskRow(task_id, int(n), int(rewarded), int(passed or 0), mean_reward)
+    key, n, rewarded, passed, total = row
+    mean = float(total) / rewarded if rewarded else None
+    return TaskRow(key if key != NO_TASK else None, int(n), int(rewarded), int(passed), mean)
 
 
 async def tasks_page(
     conn: AsyncConnection, run_id: str, *, offset: int = 0, limit: int = 50
 ) -> tuple[list[TaskRow], bool]:
-    """One page of a run's tasks by task id; whether more follow. One query."""
-    query = _task_query(run_id).order_by(sessions.c.task_id)
+    """One page of a run's tasks by task id (from its aggregates); whether more follow.
+    One query."""
+    query = _task_query(run_id).order_by(task_stats.c.task_key)
     rows = [_task_row(r) for r in await conn.execute(_page(query, offset, limit))]
     return rows[:limit], len(rows) > limit
 
@@ -223,5 +230,5 @@ async def task_rows(
     named = [t for t in task_ids if t is not None]
     if not named:
         return {}
-    query = _task_query(run_id).where(sessions.c.task_id.in_(named))
+    query = _task_query(run_id).where(task_stats.c.task_key.in_(named))
     return {row.task_id: row for row in map(_task_row, await conn.execute(query))}

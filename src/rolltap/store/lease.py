@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import StoreFencedError, StoreNotFoundError
 from rolltap.store.models import UNFINISHED_STATUSES
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
+from rolltap.store.rollup import Rollup
+from rolltap.store.rollup_sql import apply_rollup
 from rolltap.store.schema import leases, runs, sessions
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "ReleaseLeaseOp",
     "RenewLeaseOp",
     "effective_status",
+    "run_status_filter",
     "status_filter",
 ]
 
@@ -72,6 +75,16 @@ def status_filter(status: str, now: float) -> ColumnElement[bool]:
     return sessions.c.status == status
 
 
+def run_status_filter(status: str, expired: bool) -> ColumnElement[bool]:
+    """:func:`status_filter` for the sessions of one run whose lease is known to be
+    ``expired`` or not: no join, so a page of them reads from the run's indexes."""
+    if status == INTERRUPTED and expired:
+        return sessions.c.status.in_([INTERRUPTED, *_UNFINISHED])
+    if status in UNFINISHED_STATUSES and expired:
+        return false()
+    return sessions.c.status == status
+
+
 class AcquireLeaseOp(WriteOp):
     """Take a run's lease (epoch + 1); store the previous owner's unfinished sessions as
     interrupted."""
@@ -111,12 +124,19 @@ class AcquireLeaseOp(WriteOp):
     async def _interrupt(self, conn: AsyncConnection, now: float) -> int:
         """Store the unfinished sessions of the run as interrupted (its previous owner is gone)."""
         mine = and_(sessions.c.run_id == self.run_id, sessions.c.status.in_(_UNFINISHED))
-        count = await conn.scalar(select(func.count()).select_from(sessions).where(mine))
+        query = select(sessions.c.status, func.count()).where(mine).group_by(sessions.c.status)
+        by_status = {status: int(n) for status, n in await conn.execute(query)}
+        count = sum(by_status.values())
         if not count:
             return 0
         await conn.execute(sessions.update().where(mine).values(status=INTERRUPTED, updated_at=now))
         await apply_run_deltas(conn, {self.run_id: RunDelta(finished=count, failed=count)})
-        return int(count)
+        rollup = Rollup()
+        for status, n in by_status.items():
+            rollup.stats[(self.run_id, "status", status)][0] -= n
+        rollup.stats[(self.run_id, "status", INTERRUPTED)][0] += count
+        await apply_rollup(conn, rollup)
+        return count
 
     async def applied(self, conn: AsyncConnection) -> bool:
         query = select(leases).where(leases.c.run_id == self.run_id)

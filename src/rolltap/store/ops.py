@@ -25,6 +25,8 @@ from rolltap.store.events import Event, EventLog
 from rolltap.store.fence import check_fences
 from rolltap.store.models import CommitResult, is_failed, is_finished
 from rolltap.store.outcome import SessionMetrics, duration_of
+from rolltap.store.rollup import Rollup
+from rolltap.store.rollup_sql import apply_rollup, facts_of
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import event_rows
 
@@ -215,8 +217,12 @@ class CommitOp(WriteOp):
             noop=False,
         )
 
+    def derived(self) -> dict[str, Any]:
+        """The session row's derived columns after this commit."""
+        return self.metrics.columns(self.status, self.duration_s)
+
     def session_params(self, now: float) -> dict[str, Any]:
-        derived = self.metrics.columns(self.status, self.duration_s)
+        derived = self.derived()
         return {
             **{f"b_{name}": value for name, value in derived.items()},
             "b_id": self.session_id,
@@ -297,7 +303,14 @@ async def apply_commits(conn: AsyncConnection, ops: Sequence[CommitOp], now: flo
     rows = [row for op in ops for row in op.rows]
     if rows:
         await conn.execute(events.insert(), rows)
+    before = await facts_of(conn, [op.session_id for op in ops])
     await conn.execute(_SESSION_UPDATE, [op.session_params(now) for op in ops])
+    rollup = Rollup()
+    for op in ops:
+        old = before.get(op.session_id)
+        if old is not None:
+            rollup.move(old, old.with_values(status=op.status, reward=op.reward, **op.derived()))
+    await apply_rollup(conn, rollup)
     deltas: dict[str, RunDelta] = {}
     for op in ops:
         if op.counters_change():

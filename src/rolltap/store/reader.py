@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import RowMapping, Select, Table, and_, case, func, or_, select
+from sqlalchemy import RowMapping, Select, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -17,7 +17,8 @@ from rolltap.store.dberrors import translate_db_error
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import Event
 from rolltap.store.lease import effective_status, status_filter
-from rolltap.store.models import UNFINISHED_STATUSES, RunInfo, SessionInfo
+from rolltap.store.models import RunInfo, SessionInfo
+from rolltap.store.rollup_read import read_run_stats
 from rolltap.store.schema import events, leases, runs, sessions
 from rolltap.store.serialize import load_doc, row_event
 
@@ -104,22 +105,9 @@ async def _interrupted(
     conn: AsyncConnection, run_ids: list[str], now: float
 ) -> dict[str, tuple[int, int]]:
     """Per run: (unfinished sessions whose run's lease expired, those plus the sessions
-    stored ``interrupted``)."""
-    unfinished = sessions.c.status.in_(sorted(UNFINISHED_STATUSES))
-    expired = and_(unfinished, leases.c.expires_at < now)
-    query = (
-        select(sessions.c.run_id, func.sum(case((expired, 1), else_=0)), func.count())
-        .outerjoin(leases, leases.c.run_id == sessions.c.run_id)
-        .where(
-            and_(
-                sessions.c.run_id.in_(run_ids),
-                or_(sessions.c.status == "interrupted", expired),
-            )
-        )
-        .group_by(sessions.c.run_id)
-    )
-    rows = (await conn.execute(query)).all()
-    return {run_id: (int(read_so or 0), int(total)) for run_id, read_so, total in rows}
+    stored ``interrupted``), from the runs' aggregates."""
+    stats = await read_run_stats(conn, run_ids, now)
+    return {run_id: s.interrupted() for run_id, s in stats.items()}
 
 
 async def fetch_run(conn: AsyncConnection, run_id: str) -> RunInfo:

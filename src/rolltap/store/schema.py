@@ -5,7 +5,8 @@ JSON documents of runs and sessions are text (LONGTEXT on MySQL). Timestamps are
 seconds as DOUBLE. The migrations in ``rolltap/store/migrations`` create exactly this.
 
 >>> sorted(metadata.tables)
-['rolltap_events', 'rolltap_leases', 'rolltap_runs', 'rolltap_sessions']
+['rolltap_events', 'rolltap_leases', 'rolltap_run_stats', 'rolltap_runs', 'rolltap_sessions',
+ 'rolltap_task_stats']
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ __all__ = [
     "events",
     "leases",
     "metadata",
+    "run_stats",
     "runs",
     "sessions",
+    "task_stats",
 ]
 
 #: the longest run or session id
@@ -132,5 +135,37 @@ leases = Table(
     Column("ttl_s", Double, nullable=False),
     Column("expires_at", Double, nullable=False),
     Column("token", String(32), nullable=False),
+    **TABLE_OPTIONS,
+)
+
+#: a run's aggregates, kept by every write in the same transaction (rolltap.store.rollup):
+#: ``stat`` names what is counted (``status``, ``error``, ``reward``, ``tokens``, histogram
+#: bins, pass@k groups), ``key`` which one; ``n`` counts, ``total`` sums; ``message`` and
+#: ``first_at``: an error code's earliest session's message and creation time
+run_stats = Table(
+    "rolltap_run_stats",
+    metadata,
+    Column("run_id", String(ID_LENGTH), ForeignKey("rolltap_runs.id"), nullable=False),
+    Column("stat", String(16), nullable=False),
+    Column("key", String(64), nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("total", Double, nullable=False),
+    Column("message", Text, nullable=True),
+    Column("first_at", Double, nullable=True),
+    PrimaryKeyConstraint("run_id", "stat", "key"),
+    **TABLE_OPTIONS,
+)
+
+#: a run's tasks (``task_key`` "" for sessions whose task names no id), kept like run_stats
+task_stats = Table(
+    "rolltap_task_stats",
+    metadata,
+    Column("run_id", String(ID_LENGTH), ForeignKey("rolltap_runs.id"), nullable=False),
+    Column("task_key", String(255), nullable=False),
+    Column("rollouts", Integer, nullable=False),
+    Column("rewarded", Integer, nullable=False),
+    Column("passed", Integer, nullable=False),
+    Column("reward_sum", Double, nullable=False),
+    PrimaryKeyConstraint("run_id", "task_key"),
     **TABLE_OPTIONS,
 )

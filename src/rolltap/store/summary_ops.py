@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from rolltap.store.aggregate import histograms, run_summaries
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.ops import WriteOp
+from rolltap.store.rollup_read import read_run_stats
 from rolltap.store.schema import runs
 from rolltap.store.serialize import dump_doc
 
@@ -31,14 +31,14 @@ class WriteRunSummaryOp(WriteOp):
         self.run_id, self.summary = run_id, dict(summary)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
-        found = await conn.scalar(select(runs.c.id).where(runs.c.id == self.run_id))
+        found = await conn.scalar(select(runs.c.n_sessions).where(runs.c.id == self.run_id))
         if found is None:
             raise StoreNotFoundError(f"no run {self.run_id!r}")
-        computed = (await run_summaries(conn, {self.run_id: 1}, now))[self.run_id]
+        stats = (await read_run_stats(conn, [self.run_id], now))[self.run_id]
         doc = {
             **self.summary,
-            "duration_s": computed["duration_s"],
-            "histograms": await histograms(conn, self.run_id),
+            "duration_s": stats.summary(int(found), 1)["duration_s"],
+            "histograms": stats.histograms(),
             "token": self.token,
         }
         where = runs.c.id == self.run_id

@@ -141,6 +141,8 @@ def run_cells(row: RunRow) -> dict[str, Any]:
         "model": _config_value(info.config, "model"),
         "rollouts": fmt_num(summary.get("rollouts", info.n_sessions)),
         "statuses": status_text(statuses),
+        # stored so by a later owner, or read so: the run's lease expired with them unfinished
+        "interrupted": fmt_num(int(statuses.get("interrupted") or 0)),
         "reward": _reward_text(summary.get("reward") or {}),
         "pass": _pass_text(summary),
         "tokens": fmt_num(int(tokens.get("prompt") or 0) + int(tokens.get("completion") or 0)),
@@ -152,18 +154,24 @@ def run_cells(row: RunRow) -> dict[str, Any]:
 def histogram_bars(
     hist: Mapping[str, Any], width: int = 300, height: int = 100
 ) -> list[dict[str, Any]]:
-    """SVG rectangles (x, y, w, h, count, range label) of one binned histogram."""
+    """SVG rectangles (x, y, w, h, count, range label) of one binned histogram: its
+    ``labels`` (fixed bins, see rolltap.store.rollup), else equal bins from lo to hi (the
+    summaries stored before migration 0004)."""
     counts: list[int] = list(hist.get("counts") or [])
     if not counts:
         return []
     top = max(counts) or 1
     lo, hi = float(hist["lo"]), float(hist["hi"])
     step = (hi - lo) / len(counts) if hi > lo else 0.0
+    labels = hist.get("labels") or [
+        f"{fmt_num(lo + i * step)}–{fmt_num(lo + (i + 1) * step) if step else fmt_num(hi)}"
+        for i in range(len(counts))
+    ]
     bar = width / len(counts)
     out = []
     for i, count in enumerate(counts):
         h = height * count / top
-        label = f"{fmt_num(lo + i * step)}–{fmt_num(lo + (i + 1) * step) if step else fmt_num(hi)}"
+        label = labels[i]
         out.append({"x": i * bar, "y": height - h, "w": max(bar - 1, 1), "h": h,
                     "count": count, "label": label})  # fmt: skip
     return out

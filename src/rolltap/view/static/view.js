@@ -5,7 +5,7 @@
   var table = document.getElementById("runs");
   if (!table) { return; }
   var url = table.getAttribute("data-live");
-  var columns = ["rollouts", "statuses", "reward", "pass", "tokens", "duration"];
+  var columns = ["rollouts", "statuses", "interrupted", "reward", "pass", "tokens", "duration"];
 
   function update(runs) {
     var shown = table.querySelectorAll("tbody tr[data-run]");
