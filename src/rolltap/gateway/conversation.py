@@ -46,7 +46,7 @@ _STATES = 8
 
 
 class _Hash(Protocol):
-    def update(self, data: bytes, /) -> None: ...
+    def update(self, data: bytes | memoryview, /) -> None: ...
     def digest(self) -> bytes: ...
     def copy(self) -> _Hash: ...
 
@@ -76,6 +76,9 @@ class Found:
     dump: bytes | None
     known: _Known | None
     generation: int
+    #: SHA-256 state over the dump's first ``hashed`` bytes (the prefix, without its "]")
+    hashed: int = 0
+    head: _Hash | None = None
 
     @property
     def match(self) -> PrefixMatch:
@@ -113,11 +116,12 @@ class ConversationIndex:
                 continue
             if dump[max(1, size - 1 - _TAIL) : size - 1] not in self._tails[size]:
                 continue
-            h = hashlib.sha256(view[: size - 1])
+            head: _Hash = hashlib.sha256(view[: size - 1])
+            h = head.copy()
             h.update(b"]")
             known = self._known.get(h.digest())
             if known is not None:
-                return Found(messages, dump, known, self._generation)
+                return Found(messages, dump, known, self._generation, size - 1, head)
         return Found(messages, dump, None, self._generation)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
@@ -134,7 +138,9 @@ class ConversationIndex:
         for message in messages[start:]:
             state.update(orjson.dumps(message, option=_SORTED))
             state.update(_SEPARATOR)
-        self._add(dump, _Known(len(messages), state.digest(), dialect, state))
+        full = hashlib.sha256() if found.head is None else found.head.copy()
+        full.update(memoryview(dump)[found.hashed :])  # only the bytes past the prefix
+        self._add(dump, full.digest(), _Known(len(messages), state.digest(), dialect, state))
         return found.match
 
     def match(
@@ -145,14 +151,14 @@ class ConversationIndex:
         found = self.find(messages)
         return self.remember(found, dialect) if remember else found.match
 
-    def _add(self, dump: bytes, known: _Known) -> None:
+    def _add(self, dump: bytes, digest: bytes, known: _Known) -> None:
         size = len(dump)
         tails = self._tails.get(size)
         if tails is None:
             tails = self._tails[size] = set()
             bisect.insort(self._sizes, size)
         tails.add(dump[max(1, size - 1 - _TAIL) : size - 1])
-        self._known[hashlib.sha256(dump).digest()] = known
+        self._known[digest] = known
         self._recent.append(known)
         if len(self._recent) > _STATES:
             self._recent.popleft().state = None
