@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -40,8 +39,8 @@ _SEPARATOR = b"\x1e"
 _SORTED = orjson.OPT_SORT_KEYS
 _TAIL = 16  # bytes before a prefix's end compared before it is hashed
 _ENDS = frozenset(b",]")
-#: rolling-digest states kept (the newest conversations): a branch from an older one
-#: rebuilds its state from the start
+#: rolling-digest states kept (the conversations last remembered or extended): a branch
+#: from another rebuilds its state from the start
 _STATES = 8
 
 
@@ -98,7 +97,8 @@ class ConversationIndex:
     _sizes: list[int] = field(default_factory=list)  # sorted keys of _tails
     #: SHA-256 of a known conversation's dump -> what is known of it
     _known: dict[bytes, _Known] = field(default_factory=dict)
-    _recent: deque[_Known] = field(default_factory=deque)
+    #: the conversations whose digest state is kept, least recently used first
+    _recent: dict[int, _Known] = field(default_factory=dict)
     _generation: int = 0
 
     def find(self, messages: list[Any]) -> Found:
@@ -135,9 +135,13 @@ class ConversationIndex:
         state: _Hash = hashlib.sha256()
         if known is not None and known.state is not None:
             state, start = known.state.copy(), known.length
-        for message in messages[start:]:
-            state.update(orjson.dumps(message, option=_SORTED))
+        for i in range(start, len(messages)):
+            state.update(orjson.dumps(messages[i], option=_SORTED))
             state.update(_SEPARATOR)
+            if known is not None and i + 1 == known.length:
+                known.state = state.copy()  # rebuilt: the prefix may be branched from again
+        if known is not None:
+            self._keep(known)
         full = hashlib.sha256() if found.head is None else found.head.copy()
         full.update(memoryview(dump)[found.hashed :])  # only the bytes past the prefix
         self._add(dump, full.digest(), _Known(len(messages), state.digest(), dialect, state))
@@ -159,10 +163,16 @@ class ConversationIndex:
             bisect.insort(self._sizes, size)
         tails.add(dump[max(1, size - 1 - _TAIL) : size - 1])
         self._known[digest] = known
-        self._recent.append(known)
-        if len(self._recent) > _STATES:
-            self._recent.popleft().state = None
+        self._keep(known)
         self._generation += 1
+
+    def _keep(self, known: _Known) -> None:
+        """Keep ``known``'s digest state as the most recently used; drop the oldest's."""
+        recent = self._recent
+        recent.pop(id(known), None)
+        recent[id(known)] = known
+        if len(recent) > _STATES:
+            recent.pop(next(iter(recent))).state = None
 
     def __len__(self) -> int:
         return len(self._known)
