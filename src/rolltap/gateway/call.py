@@ -269,6 +269,7 @@ class ModelCall:
         if found is None:
             found = conversations.find(conversation_of(self.harness.name, self.body))
         match = conversations.remember(found, self.harness.name)
+        self.found = None  # its dump is the history's size: not kept through the call
         key = CONVERSATION_KEYS[self.harness.name]
         self.rollout.log.append(
             EventKind.MODEL_REQUEST,

@@ -63,6 +63,7 @@ async def answer_call(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
     )  # fmt: skip
+    del found  # the call drops it once the request is recorded (its dump is body-sized)
     try:
         return await call.run()
     except RolltapError as err:
