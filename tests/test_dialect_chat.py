@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
@@ -61,3 +64,51 @@ def test_accumulator_folds_parallel_tool_calls_and_logprobs() -> None:
     assert choice["finish_reason"] == "tool_calls"
     assert choice["logprobs"]["content"][0]["token"] == "a"
     assert body["usage"]["completion_tokens"] == 4 and acc.chunks == 4
+
+
+def test_conversation_index_matches_as_a_walk_of_every_prefix_would() -> None:
+    """Longest earlier conversation first, across branches, duplicates and sizes whose
+    bytes end alike; the digest of a prefix is the same whichever way it was reached."""
+    index = ConversationIndex()
+    u = [{"role": "user", "content": str(i)} for i in range(6)]
+    assert index.match(u[:2]).length == 0
+    assert index.match([u[0], u[3]]).length == 0  # a branch from nothing known
+    first = index.match(u[:4])
+    assert first.length == 2
+    assert index.match(u[:4]).length == 4  # the same conversation again
+    assert index.match([u[0], u[3], u[4]]).length == 2  # the branch extended
+    assert index.match(u[:2]).digest == first.digest
+    for _ in range(10):  # older digest states are dropped: rebuilt from the start
+        index.match([{"role": "user", "content": "x" * 40}, *u])
+    assert index.match([*u[:4], u[5]]).length == 4
+    assert index.match([*u[:4], u[5]]).digest == index.match([*u[:4], u[5], u[0]]).digest
+    found = index.find([*u[:2], {"role": "assistant", "content": [1, 2]}])
+    assert (found.match.length, found.validated("chat"), found.validated("")) == (2, 0, 2)
+
+
+def _reference_match(seen: dict[bytes, int], messages: list[Any]) -> tuple[int, str | None]:
+    """The index before it skipped prefixes: a rolling digest of every message."""
+    h, digest = hashlib.sha256(), b""
+    best: tuple[int, str | None] = (0, None)
+    for i, message in enumerate(messages, start=1):
+        h.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS) + b"\x1e")
+        digest = h.digest()
+        if digest in seen:
+            best = (i, digest.hex())
+    if messages:
+        seen[digest] = len(messages)
+    return best
+
+
+_MESSAGES = st.sampled_from(
+    [{"role": "user", "content": c} for c in ("a", "b", ",", "]", "a,b", "[x]")]
+    + [{"content": "a", "role": "user"}, {"role": "assistant", "content": None}]
+)
+
+
+@given(st.lists(st.lists(_MESSAGES, max_size=6), max_size=12))
+def test_conversation_index_agrees_with_walking_every_prefix(convos: list[list[Any]]) -> None:
+    index, seen = ConversationIndex(), dict[bytes, int]()
+    for convo in convos:
+        match = index.match(convo)
+        assert (match.length, match.digest) == _reference_match(seen, convo)

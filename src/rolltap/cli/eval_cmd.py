@@ -20,6 +20,7 @@ from rolltap.cli.common import (
     print_error,
     run_async,
 )
+from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, Runner, RunResult, execute, load_run_config
 from rolltap.rollouts import resume as resume_run
 from rolltap.rollouts.compare import summarize_run
@@ -195,6 +196,7 @@ def eval_command(
         merged = _merged(base, flags, limits, sampling)
         return _exit_code(await _eval(merged, resume, as_json, stopper), interrupts)
 
+    tune_gc_for_gateway()  # the run's gateway lives in this process
     run_async(main(), interrupts)
 
 

@@ -27,6 +27,7 @@ from rolltap.gateway import Gateway
 from rolltap.gateway.observer import RolloutObserver
 from rolltap.local import LocalModel
 from rolltap.otel import open_tracer, otel_enabled
+from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.store import LeaseKeeper, Store, mask_url
 
@@ -167,6 +168,7 @@ def gateway(
         )
     interrupts = Interrupts()
     until = UntilSignalled.installed(interrupts)
+    tune_gc_for_gateway()
     run_async(_serve(ep, settings, store, until, _Tracing(otel, otel_content)), interrupts)
 
 

@@ -63,9 +63,13 @@ _MODES: dict[str, Literal["auto", "none", "required"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False) -> Request:
-    """A chat request as canonical; ``tolerant`` skips what has no canonical form."""
-    system, messages = _messages(req_list(body, "messages", ""), tolerant)
+def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+    """A chat request as canonical; ``tolerant`` skips what has no canonical form.
+
+    ``start``: the first ``start`` messages are left out (validation of messages past a
+    prefix checked before; their errors name their place in the whole list).
+    """
+    system, messages = _messages(req_list(body, "messages", ""), tolerant, start)
     extra = residual(body, _KNOWN)
     tools = _tools(opt_list(body, "tools", "") or [], extra)
     req = Request(
@@ -110,10 +114,13 @@ def _stop(value: object) -> tuple[str, ...]:
     raise InvalidRequestError("must be a string or an array of strings", field="stop")
 
 
-def _messages(raw: list[Any], tolerant: bool) -> tuple[tuple[Text, ...], tuple[Message, ...]]:
+def _messages(
+    raw: list[Any], tolerant: bool, start: int
+) -> tuple[tuple[Text, ...], tuple[Message, ...]]:
     system: list[Text] = []
     out: list[Message] = []
-    for i, item in enumerate(raw):
+    for i in range(start, len(raw)):
+        item = raw[i]
         where = f"messages[{i}]"
         msg = as_obj(item, where)
         try:

@@ -25,6 +25,7 @@ __all__ = [
     "opt_number",
     "opt_obj",
     "opt_str",
+    "past",
     "req_list",
     "req_obj",
     "req_str",
@@ -32,6 +33,19 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
+
+
+def past(body: Json, key: str, start: int) -> Json:
+    """``body`` with the list at ``key`` cut to its items from ``start`` on (what is left
+    to check of a body whose first ``start`` items were checked before).
+
+    >>> past({"messages": [1, 2, 3], "model": "m"}, "messages", 2)
+    {'messages': [3], 'model': 'm'}
+    """
+    value = body.get(key)
+    if start <= 0 or not isinstance(value, list):
+        return body
+    return {**body, key: value[start:]}
 
 
 def join(where: str, key: str) -> str:

@@ -60,11 +60,12 @@ _MODES: dict[str, Literal["auto", "none", "required", "tool"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False) -> Request:
-    """A Messages request as canonical; ``tolerant`` skips what has no canonical form."""
+def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+    """A Messages request as canonical; ``tolerant`` skips what has no canonical form,
+    ``start`` leaves out the first messages (see :mod:`._chat_parse`)."""
     extra = residual(body, _KNOWN)
     req = Request(
-        messages=_messages(req_list(body, "messages", ""), tolerant),
+        messages=_messages(req_list(body, "messages", ""), tolerant, start),
         model=opt_str(body, "model", ""),
         system=_system(body.get("system"), tolerant),
         tools=_tools(opt_list(body, "tools", "") or [], extra),
@@ -114,9 +115,10 @@ def _system(raw: object, tolerant: bool) -> tuple[Text, ...]:
     return tuple(collect(raw, text, tolerant))
 
 
-def _messages(raw: list[Any], tolerant: bool) -> tuple[Message, ...]:
+def _messages(raw: list[Any], tolerant: bool, start: int) -> tuple[Message, ...]:
     out: list[Message] = []
-    for i, item in enumerate(raw):
+    for i in range(start, len(raw)):
+        item = raw[i]
         where = f"messages[{i}]"
         msg = as_obj(item, where)
         role = msg.get("role")

@@ -61,13 +61,14 @@ _MODES: dict[str, Literal["auto", "none", "required"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False) -> Request:
-    """A Responses request as canonical; ``tolerant`` skips what has no canonical form."""
+def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+    """A Responses request as canonical; ``tolerant`` skips what has no canonical form,
+    ``start`` leaves out the first input items (see :mod:`._chat_parse`)."""
     extra = residual(body, _KNOWN)
     instructions = opt_str(body, "instructions", "")
     system = [] if instructions is None else [Text(instructions)]
     req = Request(
-        messages=_input(body.get("input"), system, tolerant),
+        messages=_input(body.get("input"), system, tolerant, start),
         model=opt_str(body, "model", ""),
         system=tuple(system),
         tools=_tools(opt_list(body, "tools", "") or [], extra),
@@ -82,7 +83,7 @@ def parse_request_body(body: Json, *, tolerant: bool = False) -> Request:
     return replace(req, origin=request_origin(req, NAME))
 
 
-def _input(raw: object, system: list[Text], tolerant: bool) -> tuple[Message, ...]:
+def _input(raw: object, system: list[Text], tolerant: bool, start: int) -> tuple[Message, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str):
@@ -90,7 +91,8 @@ def _input(raw: object, system: list[Text], tolerant: bool) -> tuple[Message, ..
     if not isinstance(raw, list):
         raise InvalidRequestError("must be a string or an array of items", field="input")
     out: list[Message] = []
-    for i, item in enumerate(raw):
+    for i in range(start, len(raw)):
+        item = raw[i]
         where = f"input[{i}]"
         try:
             _item(as_obj(item, where), where, out, system, tolerant)

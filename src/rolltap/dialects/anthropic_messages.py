@@ -39,13 +39,13 @@ from typing import Any
 
 import orjson
 
-from rolltap.dialects._fields import dumps_json
+from rolltap.dialects._fields import dumps_json, past
 from rolltap.dialects._messages_parse import parse_request_body
 from rolltap.dialects._messages_render import DEFAULT_MAX_TOKENS, render_request
 from rolltap.dialects._messages_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Image, Part, Request, Response, ToolCall, ToolResult
 from rolltap.errors import InvalidRequestError, RolltapError, http_status_of
-from rolltap.http.json_body import load_json_object
+from rolltap.http.json_body import check_depth, parse_json_object
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -60,6 +60,7 @@ __all__ = [
     "response_to_canonical",
     "to_canonical",
     "upstream_error_detail",
+    "validate_body",
     "validate_request",
 ]
 
@@ -89,7 +90,13 @@ def validate_request(raw: bytes) -> dict[str, Any]:
     ...
     rolltap.errors.InvalidRequestError: max_tokens: is required and must be an integer
     """
-    body = load_json_object(raw)
+    return validate_body(parse_json_object(raw))
+
+
+def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
+    """:func:`validate_request` on a parsed body whose first ``start`` messages were
+    validated before (a prefix the rollout already sent): they are not walked again."""
+    check_depth(past(body, "messages", start))
     max_tokens = body.get("max_tokens")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
         raise InvalidRequestError("is required and must be an integer", field="max_tokens")
@@ -98,7 +105,7 @@ def validate_request(raw: bytes) -> dict[str, Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequestError("must be a non-empty array of messages", field="messages")
-    parse_request_body(body, tolerant=True)
+    parse_request_body(body, tolerant=True, start=start)
     return body
 
 

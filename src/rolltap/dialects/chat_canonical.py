@@ -30,8 +30,10 @@ import orjson
 from rolltap.dialects._chat_parse import parse_request_body
 from rolltap.dialects._chat_render import render_request
 from rolltap.dialects._chat_response import parse_response_body, render_response_body
+from rolltap.dialects._fields import past
 from rolltap.dialects.canonical import Request, Response
-from rolltap.dialects.openai_chat import error_body, parse_request
+from rolltap.dialects.openai_chat import check_request, error_body
+from rolltap.http.json_body import check_depth, parse_json_object
 
 __all__ = [
     "error_body",
@@ -41,6 +43,7 @@ __all__ = [
     "response_to_canonical",
     "to_canonical",
     "upstream_error_detail",
+    "validate_body",
     "validate_request",
 ]
 
@@ -51,8 +54,22 @@ def validate_request(raw: bytes) -> dict[str, Any]:
     >>> validate_request(b'{"messages": [{"role": "user", "content": "hi"}]}')["messages"][0]
     {'role': 'user', 'content': 'hi'}
     """
-    body = parse_request(raw)
-    parse_request_body(body, tolerant=True)
+    return validate_body(parse_json_object(raw))
+
+
+def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
+    """:func:`validate_request` on a parsed body whose first ``start`` messages were
+    validated before (a prefix the rollout already sent): they are not walked again.
+
+    >>> validate_body({"messages": [{"role": "user", "content": "hi"}, {"role": "x"}]}, 1)
+    Traceback (most recent call last):
+    ...
+    rolltap.errors.InvalidRequestError: messages[1].role: must be one of \
+['assistant', 'developer', 'function', 'system', 'tool', 'user'], got 'x'
+    """
+    check_depth(past(body, "messages", start))
+    check_request(body, start)
+    parse_request_body(body, tolerant=True, start=start)
     return body
 
 

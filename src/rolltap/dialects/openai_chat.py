@@ -16,6 +16,7 @@ from rolltap.http.json_body import load_json_object
 
 __all__ = [
     "ROLES",
+    "check_request",
     "error_body",
     "parse_request",
     "split_params",
@@ -33,8 +34,13 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     >>> parse_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')["model"]
     'm'
     """
-    body = load_json_object(raw)
-    _check_messages(body.get("messages"))
+    return check_request(load_json_object(raw))
+
+
+def check_request(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
+    """:func:`parse_request`'s checks on a parsed ``body``; its first ``start`` messages
+    were checked before and are skipped."""
+    _check_messages(body.get("messages"), start)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError("must be a string", field="model")
@@ -43,10 +49,11 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _check_messages(messages: object) -> None:
+def _check_messages(messages: object, start: int) -> None:
     if not isinstance(messages, list) or not messages:
         raise InvalidRequestError("must be a non-empty array of messages", field="messages")
-    for i, msg in enumerate(messages):
+    for i in range(start, len(messages)):
+        msg = messages[i]
         if not isinstance(msg, dict):
             raise InvalidRequestError("must be an object", field=f"messages[{i}]")
         role = msg.get("role")

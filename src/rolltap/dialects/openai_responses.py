@@ -29,13 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects._fields import past
 from rolltap.dialects._responses_parse import parse_request_body
 from rolltap.dialects._responses_render import render_request
 from rolltap.dialects._responses_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Request, Response
 from rolltap.dialects.chat_canonical import openai_error_detail
 from rolltap.dialects.openai_chat import error_body
-from rolltap.http.json_body import load_json_object
+from rolltap.http.json_body import check_depth, parse_json_object
 
 __all__ = [
     "error_body",
@@ -44,6 +45,7 @@ __all__ = [
     "response_to_canonical",
     "to_canonical",
     "upstream_error_detail",
+    "validate_body",
     "validate_request",
 ]
 
@@ -54,8 +56,14 @@ def validate_request(raw: bytes) -> dict[str, Any]:
     >>> validate_request(b'{"model": "m", "input": "hi"}')["input"]
     'hi'
     """
-    body = load_json_object(raw)
-    parse_request_body(body, tolerant=True)
+    return validate_body(parse_json_object(raw))
+
+
+def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
+    """:func:`validate_request` on a parsed body whose first ``start`` input items were
+    validated before (a prefix the rollout already sent): they are not walked again."""
+    check_depth(past(body, "input", start))
+    parse_request_body(body, tolerant=True, start=start)
     return body
 
 

@@ -27,6 +27,8 @@ class Dialect:
     name: DialectName
     path: str
     validate_request: Callable[[bytes], dict[str, Any]]
+    #: validate a parsed body past its first N conversation items (validated before)
+    validate_body: Callable[[dict[str, Any], int], dict[str, Any]]
     to_canonical: Callable[[dict[str, Any]], Request]
     from_canonical: Callable[[Request], dict[str, Any]]
     response_to_canonical: Callable[[dict[str, Any]], Response]
@@ -41,6 +43,7 @@ DIALECTS: Mapping[str, Dialect] = MappingProxyType(
             name="chat",
             path="/v1/chat/completions",
             validate_request=chat_canonical.validate_request,
+            validate_body=chat_canonical.validate_body,
             to_canonical=chat_canonical.to_canonical,
             from_canonical=chat_canonical.from_canonical,
             response_to_canonical=chat_canonical.response_to_canonical,
@@ -52,6 +55,7 @@ DIALECTS: Mapping[str, Dialect] = MappingProxyType(
             name="messages",
             path="/v1/messages",
             validate_request=anthropic_messages.validate_request,
+            validate_body=anthropic_messages.validate_body,
             to_canonical=anthropic_messages.to_canonical,
             from_canonical=anthropic_messages.from_canonical,
             response_to_canonical=anthropic_messages.response_to_canonical,
@@ -63,6 +67,7 @@ DIALECTS: Mapping[str, Dialect] = MappingProxyType(
             name="responses",
             path="/v1/responses",
             validate_request=openai_responses.validate_request,
+            validate_body=openai_responses.validate_body,
             to_canonical=openai_responses.to_canonical,
             from_canonical=openai_responses.from_canonical,
             response_to_canonical=openai_responses.response_to_canonical,

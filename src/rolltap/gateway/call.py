@@ -37,7 +37,7 @@ from rolltap.dialects.canonical import Response
 from rolltap.dialects.registry import Dialect
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
-from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome, replayed_fields
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
@@ -82,19 +82,22 @@ class ModelCall:
     """State of one intercepted model call."""
 
     __slots__ = (
-        "answered", "body", "canonical", "frames", "harness", "harness_usage", "intercept",
-        "keepalive_s", "lookup", "outcome", "replica", "reply_dialect", "request", "response",
-        "rollout", "stats", "stream", "t_first", "t_headers", "upstream", "upstream_name",
+        "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
+        "intercept", "keepalive_s", "lookup", "outcome", "replica", "reply_dialect", "request",
+        "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
+        "upstream_name",
     )  # fmt: skip
 
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
-        lookup: Lookup = NOT_A_RETRY,
+        lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
     ) -> None:  # fmt: skip
         self.request, self.rollout, self.intercept = request, rollout, intercept
         #: whether this call is an SDK retry, of which call, with an answer to replay
         self.lookup, self.outcome = lookup, Outcome(intercept.id)
+        #: what the rollout's conversations knew of the body when it was validated
+        self.found = found
         #: the ``model_response`` payload once recorded; the answer in the canonical model
         #: when delivery made it, and the dialect of the reply (to make it later if needed)
         self.answered: dict[str, Any] | None = None
@@ -268,8 +271,11 @@ class ModelCall:
     def record_request(self, sent: UpstreamRequest | None) -> None:
         """The request event: what the harness sent, past the prefix already recorded
         (``sent`` None: nothing is sent, a retry is replayed)."""
-        conversation = conversation_of(self.harness.name, self.body)
-        match = self.rollout.conversations.match(conversation)
+        conversations, found = self.rollout.conversations, self.found
+        if found is None:
+            found = conversations.find(conversation_of(self.harness.name, self.body))
+        match = conversations.remember(found, self.harness.name)
+        self.found = None  # its dump is the history's size: not kept through the call
         key = CONVERSATION_KEYS[self.harness.name]
         self.rollout.log.append(
             EventKind.MODEL_REQUEST,
@@ -281,7 +287,7 @@ class ModelCall:
                 "stream": self.stream,
                 "prefix_digest": match.digest,
                 "prefix_messages": match.length,
-                "messages": conversation[match.length :],
+                "messages": found.messages[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
                 "rewrites": [] if sent is None else sent.rewrites,
                 **({} if self.replica is None else {"replica": self.replica}),

@@ -1,22 +1,32 @@
 """Per-rollout conversation index: store each message of a growing conversation once.
 
-A harness resends the whole conversation every turn. The index remembers a rolling
-digest of every conversation the rollout has sent; a new request is matched against
-them, and its event keeps only the messages past the longest earlier conversation it
-extends, plus that prefix's digest and length. :func:`conversation_of` finds the
-conversation in a request body of any dialect.
+A harness resends the whole conversation every turn. The index remembers every
+conversation the rollout has sent; a new request is matched against them, and its event
+keeps only the messages past the longest earlier conversation it extends, plus that
+prefix's digest and length. :func:`conversation_of` finds the conversation in a request
+body of any dialect.
+
+Matching costs O(body) in C and O(new messages) in Python: the conversation is
+serialized once (``orjson``, sorted keys, so key order does not matter) and an earlier
+conversation of ``L`` bytes is a prefix exactly when the first ``L - 1`` bytes agree and
+the next one ends an array element. Candidates are tried longest first, filtered by
+that byte and their last bytes before a prefix is hashed. The digest an event names is a
+rolling SHA-256 over each message: it resumes from the prefix's state, so only the new
+messages are serialized one by one. The harness validates only the messages past a
+prefix that was validated in its dialect (:meth:`Found.validated`).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["CONVERSATION_KEYS", "ConversationIndex", "PrefixMatch", "conversation_of"]
+__all__ = ["CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_of"]
 
 #: where each dialect keeps the conversation in a request body
 CONVERSATION_KEYS: Mapping[str, str] = {
@@ -26,6 +36,18 @@ CONVERSATION_KEYS: Mapping[str, str] = {
 }
 
 _SEPARATOR = b"\x1e"
+_SORTED = orjson.OPT_SORT_KEYS
+_TAIL = 16  # bytes before a prefix's end compared before it is hashed
+_ENDS = frozenset(b",]")
+#: rolling-digest states kept (the conversations last remembered or extended): a branch
+#: from another rebuilds its state from the start
+_STATES = 8
+
+
+class _Hash(Protocol):
+    def update(self, data: bytes | memoryview, /) -> None: ...
+    def digest(self) -> bytes: ...
+    def copy(self) -> _Hash: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,27 +59,123 @@ class PrefixMatch:
 
 
 @dataclass(slots=True)
-class ConversationIndex:
-    _seen: dict[bytes, int] = field(default_factory=dict)
+class _Known:
+    length: int  # messages
+    chain: bytes  # the rolling digest after them
+    dialect: str  # the dialect it was validated in
+    state: _Hash | None  # the rolling digest's state, while among the newest
 
-    def match(self, messages: list[Any], *, remember: bool = True) -> PrefixMatch:
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What :meth:`ConversationIndex.find` found for ``messages``."""
+
+    messages: list[Any]
+    #: the conversation serialized with sorted keys (None: empty, or not serializable)
+    dump: bytes | None
+    known: _Known | None
+    generation: int
+    #: SHA-256 state over the dump's first ``hashed`` bytes (the prefix, without its "]")
+    hashed: int = 0
+    head: _Hash | None = None
+
+    @property
+    def match(self) -> PrefixMatch:
+        k = self.known
+        return PrefixMatch(0, None) if k is None else PrefixMatch(k.length, k.chain.hex())
+
+    def validated(self, dialect: str) -> int:
+        """Leading messages already validated in ``dialect``: their checks can be skipped."""
+        k = self.known
+        return k.length if k is not None and k.dialect == dialect else 0
+
+
+@dataclass(slots=True)
+class ConversationIndex:
+    #: byte size of a known conversation's dump -> the last bytes before its end
+    _tails: dict[int, set[bytes]] = field(default_factory=dict)
+    _sizes: list[int] = field(default_factory=list)  # sorted keys of _tails
+    #: SHA-256 of a known conversation's dump -> what is known of it
+    _known: dict[bytes, _Known] = field(default_factory=dict)
+    #: the conversations whose digest state is kept, least recently used first
+    _recent: dict[int, _Known] = field(default_factory=dict)
+    _generation: int = 0
+
+    def find(self, messages: list[Any]) -> Found:
+        """The longest known conversation that ``messages`` extends (nothing remembered)."""
+        try:
+            dump = orjson.dumps(messages, option=_SORTED) if messages else None
+        except orjson.JSONEncodeError:
+            dump = None  # nested too deep: validation answers it
+        if dump is None:
+            return Found(messages, None, None, self._generation)
+        view, sizes = memoryview(dump), self._sizes
+        for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
+            size = sizes[i]
+            if dump[size - 1] not in _ENDS:
+                continue
+            if dump[max(1, size - 1 - _TAIL) : size - 1] not in self._tails[size]:
+                continue
+            head: _Hash = hashlib.sha256(view[: size - 1])
+            h = head.copy()
+            h.update(b"]")
+            known = self._known.get(h.digest())
+            if known is not None:
+                return Found(messages, dump, known, self._generation, size - 1, head)
+        return Found(messages, dump, None, self._generation)
+
+    def remember(self, found: Found, dialect: str) -> PrefixMatch:
+        """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
+        if found.generation != self._generation:
+            found = self.find(found.messages)  # another call remembered one meanwhile
+        messages, dump, known = found.messages, found.dump, found.known
+        if dump is None or (known is not None and known.length == len(messages)):
+            return found.match
+        start = 0
+        state: _Hash = hashlib.sha256()
+        if known is not None and known.state is not None:
+            state, start = known.state.copy(), known.length
+        for i in range(start, len(messages)):
+            state.update(orjson.dumps(messages[i], option=_SORTED))
+            state.update(_SEPARATOR)
+            if known is not None and i + 1 == known.length:
+                known.state = state.copy()  # rebuilt: the prefix may be branched from again
+        if known is not None:
+            self._keep(known)
+        full = hashlib.sha256() if found.head is None else found.head.copy()
+        full.update(memoryview(dump)[found.hashed :])  # only the bytes past the prefix
+        self._add(dump, full.digest(), _Known(len(messages), state.digest(), dialect, state))
+        return found.match
+
+    def match(
+        self, messages: list[Any], *, remember: bool = True, dialect: str = ""
+    ) -> PrefixMatch:
         """Find the longest known conversation that ``messages`` extends, then remember it
         (unless ``remember`` is false: a token count is not part of the conversation)."""
-        h = hashlib.sha256()
-        best = PrefixMatch(0, None)
-        digest = b""
-        for i, message in enumerate(messages, start=1):
-            h.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
-            h.update(_SEPARATOR)
-            digest = h.digest()
-            if digest in self._seen:
-                best = PrefixMatch(i, digest.hex())
-        if messages and remember:
-            self._seen[digest] = len(messages)
-        return best
+        found = self.find(messages)
+        return self.remember(found, dialect) if remember else found.match
+
+    def _add(self, dump: bytes, digest: bytes, known: _Known) -> None:
+        size = len(dump)
+        tails = self._tails.get(size)
+        if tails is None:
+            tails = self._tails[size] = set()
+            bisect.insort(self._sizes, size)
+        tails.add(dump[max(1, size - 1 - _TAIL) : size - 1])
+        self._known[digest] = known
+        self._keep(known)
+        self._generation += 1
+
+    def _keep(self, known: _Known) -> None:
+        """Keep ``known``'s digest state as the most recently used; drop the oldest's."""
+        recent = self._recent
+        recent.pop(id(known), None)
+        recent[id(known)] = known
+        if len(recent) > _STATES:
+            recent.pop(next(iter(recent))).state = None
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return len(self._known)
 
 
 def conversation_of(dialect: str, body: Mapping[str, Any]) -> list[Any]:

@@ -18,11 +18,13 @@ from rolltap.dialects.registry import Dialect, get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.context import GatewayContext
+from rolltap.gateway.conversation import Found, conversation_of
 from rolltap.gateway.replay import look_up, settle
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
 from rolltap.http.body import read_body
+from rolltap.http.json_body import parse_json_object
 
 __all__ = ["ESTIMATE_HEADER", "PREFIX", "add_harness_routes", "answer_call"]
 
@@ -30,16 +32,21 @@ PREFIX = "/r/{rollout_id}/v1"
 
 
 async def _read(
-    request: web.Request, dialect: Dialect, context: GatewayContext
-) -> tuple[dict[str, Any], bytes | None]:
-    """The parsed body; its bytes too only when the gateway keeps them (benchmarks).
+    request: web.Request, rollout: Rollout, dialect: Dialect, context: GatewayContext
+) -> tuple[dict[str, Any], Found, bytes | None]:
+    """The parsed body, what the rollout's conversations know of it, and the bytes too
+    only when the gateway keeps them (benchmarks).
 
-    The bytes (MBs for a long multimodal history) must not stay referenced by the
-    handler for the whole call.
+    The body is parsed once; the messages past the longest conversation the rollout sent
+    before are validated (that prefix was, when it was sent). The bytes (MBs for a long
+    multimodal history) must not stay referenced by the handler for the whole call.
     """
     settings = context.settings
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
-    return dialect.validate_request(raw), (None if settings.discard_intercepts else raw)
+    body = parse_json_object(raw)
+    found = rollout.conversations.find(conversation_of(dialect.name, body))
+    dialect.validate_body(body, found.validated(dialect.name))
+    return body, found, (None if settings.discard_intercepts else raw)
 
 
 async def answer_call(
@@ -47,15 +54,16 @@ async def answer_call(
 ) -> web.StreamResponse:
     """One authenticated model call of ``rollout``: its body read and parsed, then the
     call run to an outcome that is recorded and answered, then the observers told."""
-    body, kept = await _read(request, dialect, context)
+    body, found, kept = await _read(request, rollout, dialect, context)
     context.stats.requests += 1
     lookup = look_up(rollout.replays, request.headers, body)
     context.stats.retries += lookup.retry_count > 0
     intercept = rollout.open_intercept()
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
-        keepalive_s=context.settings.keepalive_s, lookup=lookup,
+        keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
     )  # fmt: skip
+    del found  # the call drops it once the request is recorded (its dump is body-sized)
     try:
         return await call.run()
     except RolltapError as err:

@@ -13,7 +13,13 @@ import orjson
 
 from rolltap.errors import InvalidRequestError, MalformedJSONError, UpstreamProtocolError
 
-__all__ = ["MAX_JSON_DEPTH", "load_json_object", "upstream_json_object"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_depth",
+    "load_json_object",
+    "parse_json_object",
+    "upstream_json_object",
+]
 
 #: the deepest nesting a request body may have: orjson parses up to 1024 levels but
 #: writes only 255, and pydantic serializes less, so a deeper body accepted here could
@@ -37,15 +43,27 @@ def _too_deep(value: object) -> bool:
 
 def load_json_object(raw: bytes) -> dict[str, Any]:
     """A request body that must be a JSON object; 400 ``malformed_json``/``invalid_request``."""
+    body = parse_json_object(raw)
+    check_depth(body)
+    return body
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """:func:`load_json_object` but for the depth, which :func:`check_depth` checks (on
+    the part of a body not checked before)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise MalformedJSONError(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequestError("request body must be a JSON object", field="body")
+    return body
+
+
+def check_depth(body: dict[str, Any]) -> None:
+    """400 ``invalid_request`` when ``body`` nests deeper than :data:`MAX_JSON_DEPTH`."""
     if _too_deep(body):
         raise InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
-    return body
 
 
 def upstream_json_object(raw: bytes) -> dict[str, Any]:

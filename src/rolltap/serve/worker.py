@@ -25,6 +25,7 @@ from typing import Any
 from rolltap.errors import StoreError
 from rolltap.gateway import Gateway
 from rolltap.otel import open_tracer
+from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
@@ -215,6 +216,7 @@ async def _main(fd: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: ``python -m rolltap.serve.worker FD``."""
     args = sys.argv[1:] if argv is None else argv
+    tune_gc_for_gateway()
     asyncio.run(_main(int(args[0])))
 
 

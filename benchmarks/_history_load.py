@@ -1,0 +1,132 @@
+"""Agent-shaped load for gateway_overhead.py: histories that grow, three targets.
+
+Every measurement runs against direct (the simulator), a bare relay (_bare_relay.py)
+and rolltap in the same run, calls interleaved one by one at c = 1 and target by target
+at 64 rollouts, so drift on this shared machine lands on all three alike.
+
+A history is a system prompt and a user task, then turns of an assistant message (text
+and a tool call) and a tool result of ~250 bytes each: 400 messages are ~100 KB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+__all__ = ["History", "Target", "c1_latencies", "history", "throughput"]
+
+_FILLER = "The tool returned rows of observations that the agent keeps in its context. "
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str  # .../v1
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+
+
+def _turn(i: int, tag: str) -> list[dict[str, Any]]:
+    call_id = f"call_{tag}_{i:06d}"
+    return [
+        {"role": "assistant", "content": f"Step {i}: looking it up.", "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": "search", "arguments": orjson.dumps({"q": f"q{i}"}).decode()}},
+        ]},
+        {"role": "tool", "tool_call_id": call_id, "content": f"{tag} {i:06d} " + _FILLER * 2},
+    ]  # fmt: skip
+
+
+def history(n: int, tag: str = "h") -> list[dict[str, Any]]:
+    """``n`` messages (n even, >= 2) of an agent's history."""
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent. Use the tools."},
+        {"role": "user", "content": f"Task {tag}: find the answer."},
+    ]
+    for i in range((n - 2) // 2):
+        out.extend(_turn(i, tag))
+    return out
+
+
+def body(messages: list[dict[str, Any]], *, stream: bool) -> bytes:
+    req: dict[str, Any] = {"model": "m", "messages": messages, "max_tokens": 16}
+    if stream:
+        req["stream"] = True
+    return orjson.dumps(req)
+
+
+async def call(http: aiohttp.ClientSession, t: Target, data: bytes) -> tuple[float, float]:
+    """(seconds to the first body bytes, seconds to the end) of one call."""
+    start = time.perf_counter()
+    async with http.post(t.url + "/chat/completions", data=data, headers=t.headers) as resp:
+        await resp.content.readany()
+        first = time.perf_counter() - start
+        await resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{t.name}: HTTP {resp.status}")
+    return first, time.perf_counter() - start
+
+
+@dataclass
+class History:
+    """c = 1 samples (seconds) at one history length, per target."""
+
+    messages: int
+    kbytes: float
+    total: dict[str, list[float]] = field(default_factory=dict)
+    first: dict[str, list[float]] = field(default_factory=dict)
+
+    def p50(self, name: str, *, stream: bool = False) -> float:
+        return statistics.median((self.first if stream else self.total)[name]) * 1000.0
+
+
+async def c1_latencies(
+    http: aiohttp.ClientSession, targets: list[Target], n: int, samples: int
+) -> History:
+    """Each sample sends the same ``n - 2`` messages and two new ones (a new turn); the
+    targets take turns call by call, who goes first rotating. Streams give time to
+    first chunk."""
+    base = history(n - 2 if n > 2 else 2)
+    for t in targets:  # rolltap has seen the history once, as a rollout would have
+        await call(http, t, body(base, stream=False))
+    res = History(n, len(body(base, stream=False)) / 1000.0)
+    for t in targets:
+        res.total[t.name], res.first[t.name] = [], []
+    for i in range(samples + samples // 2):
+        stream = i >= samples
+        messages = base + _turn(100_000 + i, "new") if n > 2 else history(2, f"s{i:06d}")
+        data = body(messages, stream=stream)
+        for k in range(len(targets)):
+            t = targets[(i + k) % len(targets)]
+            first, total = await call(http, t, data)
+            if i >= 20 and i != samples:  # the first calls of each kind warm up
+                (res.first if stream else res.total)[t.name].append(first if stream else total)
+    return res
+
+
+async def throughput(
+    http: aiohttp.ClientSession, rollouts: list[Target], turns: int, *, stream: bool
+) -> float:
+    """``rollouts`` (one target each) run at once, ``turns`` turns each of a growing
+    history; calls per second."""
+
+    async def rollout(t: Target, r: int) -> None:
+        messages = history(2, f"r{r}")
+        for i in range(turns):
+            await call(http, t, body(messages, stream=stream))
+            messages.extend(_turn(i, f"r{r}"))
+
+    start = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        for r, t in enumerate(rollouts):
+            tg.create_task(rollout(t, r))
+    return len(rollouts) * turns / (time.perf_counter() - start)
