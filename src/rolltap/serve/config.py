@@ -14,7 +14,6 @@ From Python, flags, or a TOML file whose ``[serve]`` table holds these fields an
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.config.net import is_loopback
 from rolltap.errors import ConfigError
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 from rolltap.store.writer_state import DEFAULT_UNAVAILABLE_TIMEOUT_S
@@ -32,17 +32,6 @@ __all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]
 #: the environment variable holding the service's bearer token
 TOKEN_ENV = "ROLLTAP_SERVE_TOKEN"
 _BODY_TIMEOUT_ENV = "ROLLTAP_BODY_TIMEOUT_S"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` listens on loopback only (a name other than localhost,
-    or an unspecified address like ``0.0.0.0``, is not)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _default_body_timeout() -> float:
