@@ -66,22 +66,7 @@ class Gateway:
     ) -> None:
         """``replica_clock`` times replicas' cool-offs (tests move it instead of waiting)."""
         eps = [endpoints] if isinstance(endpoints, EndpointConfig) else list(endpoints)
-        if not eps:
-            raise ConfigError("a gateway needs at least one endpoint")
-        self._endpoints = {ep.name: ep for ep in eps}
-        self._limiters = {
-            ep.name: InflightLimiter(
-                ep.max_inflight, max_queued=ep.max_queued, timeout=ep.inflight_timeout_s
-            )
-            for ep in eps
-            if ep.max_inflight is not None and not ep.replicas
-        }
-        #: endpoints with replicas: their max_inflight caps each replica instead
-        self._replicas = {
-            ep.name: EndpointReplicas(ep, clock=replica_clock) for ep in eps if ep.replicas
-        }
-        if len(self._endpoints) != len(eps):
-            raise ConfigError("endpoint names must be unique")
+        self._endpoints, self._limiters, self._replicas = _endpoint_tables(eps, replica_clock)
         self._default_endpoint = eps[0]
         self.settings = settings or GatewaySettings.from_env()
         self.admin_token = self.settings.admin_token or secrets.token_urlsafe(24)
@@ -415,3 +400,24 @@ class Gateway:
                     if server.idle_since is not None and now - server.idle_since >= grace:
                         self._servers.remove(server)
                         await server.aclose()
+
+
+def _endpoint_tables(
+    eps: Sequence[EndpointConfig], clock: Callable[[], float]
+) -> tuple[dict[str, EndpointConfig], dict[str, InflightLimiter], dict[str, EndpointReplicas]]:
+    """The gateway's endpoints by name, their in-flight limiters, and their replica sets (an
+    endpoint with replicas has no endpoint-wide limiter: its ``max_inflight`` caps each)."""
+    if not eps:
+        raise ConfigError("a gateway needs at least one endpoint")
+    by_name = {ep.name: ep for ep in eps}
+    if len(by_name) != len(eps):
+        raise ConfigError("endpoint names must be unique")
+    limiters = {
+        ep.name: InflightLimiter(
+            ep.max_inflight, max_queued=ep.max_queued, timeout=ep.inflight_timeout_s
+        )
+        for ep in eps
+        if ep.max_inflight is not None and not ep.replicas
+    }
+    replicas = {ep.name: EndpointReplicas(ep, clock=clock) for ep in eps if ep.replicas}
+    return by_name, limiters, replicas
