@@ -67,6 +67,16 @@ async def _pending_while_down(service: Service) -> None:
     await service.supervisor.fleet.wait_until(held)
 
 
+async def _available_again(client: ServeClient) -> None:
+    """Wait until ``/status`` says the store takes batches again: each writer notices the
+    database is back at its next retry (at most 2 s apart), not at the restart."""
+    for _ in range(300):
+        if (await client.status())["store"]["available"]:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the store never read available: {(await client.status())['store']}")
+
+
 async def _refused(client: ServeClient) -> StoreUnavailableError:
     with pytest.raises(StoreUnavailableError) as refused:
         await client.submit(chat_spec("late"))
@@ -115,6 +125,7 @@ async def test_server_stopped_10s_mid_batch_stores_every_rollout_once(
         await service.supervisor.fleet.wait_until(
             lambda f: all(h.store_state.get("unavailable_s") is None for h in f.ready())
         )
+        await _available_again(client)  # the supervisor's own writer reconnects too
         after = await client.submit(chat_spec("after"))  # admitted again
     assert refused.code == "store_unavailable" and refused.retry_after == 5.0
     assert during["available"] is False and during["unavailable_s"] is not None
