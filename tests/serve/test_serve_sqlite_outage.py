@@ -29,7 +29,7 @@ from rolltap.store.errors import StoreFullError, StoreUnavailableError
 from rolltap.store.ops import WriteOp
 from rolltap.store.writer_state import PENDING_ENV
 from serve.servekit import TOKEN, ServiceFactory, chat_spec
-from serve.test_serve_outage import KINDS, _rolltap, assert_stored_once
+from serve.test_serve_outage import KINDS, _metrics, _rolltap, assert_stored_once
 
 N = 40
 
@@ -208,12 +208,15 @@ async def test_sqlite_full_refuses_new_batches_keeps_sessions_and_the_file_intac
             with pytest.raises(StoreFullError) as refused:
                 await client.submit(chat_spec("late"))
             during = (await client.status())["store"]
+            metrics = await _metrics(service)
             results = [r async for r in batch]
         await service.aclose()
     finally:
         event.remove(Engine, "connect", cap)
     assert refused.value.code == "store_full" and refused.value.retry_after == 30.0
     assert during["available"] is False and during["full_s"] is not None
+    assert "rolltap_serve_store_full 1.0" in metrics
+    assert "rolltap_serve_rejected_store_total 1.0" in metrics
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     lost = [r for r in results if r.error_code is not None]
