@@ -76,6 +76,12 @@ def _store_state(service: Service) -> dict[str, Any]:
     return state
 
 
+def _url(service: Service) -> str:
+    url = service.config.store
+    assert url is not None  # the fixture names the SQLite file
+    return url
+
+
 async def _until_store(service: Service, key: str, value: Any) -> None:
     await service.supervisor.fleet.wait_until(lambda _: _store_state(service)[key] == value)
 
@@ -115,7 +121,7 @@ async def test_supervisor_writer_faulted_mid_batch_stores_every_rollout_once(
     assert during["rejected"] >= 1
     assert {(r.status, r.error) for r in results} == {("completed", None)}
     assert after.status == "completed"
-    await assert_stored_once(service.config.store, batch.run_id, results)
+    await assert_stored_once(_url(service), batch.run_id, results)
 
 
 @pytest.mark.timeout(300)
@@ -126,7 +132,7 @@ async def test_supervisor_writer_faulted_past_the_timeout_unsaved_files_import_o
     service = await _start(
         start_service, hooks, store_unavailable_timeout_s=3.0, unsaved_dir=str(tmp_path)
     )
-    url = service.config.store
+    url = _url(service)
     async with ServeClient(service.url, TOKEN) as client, client.batch(
         held_specs(count, "away")
     ) as batch:  # fmt: skip
@@ -178,7 +184,7 @@ async def test_commits_held_past_the_pending_bound_refuse_new_batches(
     assert during["pending_bytes"] >= 2048
     assert {(r.status, r.error) for r in results} == {("completed", None)}
     assert after.status == "completed"
-    await assert_stored_once(service.config.store, batch.run_id, results)
+    await assert_stored_once(_url(service), batch.run_id, results)
 
 
 @pytest.mark.timeout(300)
