@@ -11,15 +11,18 @@ import pytest
 from rolltap.config import EndpointConfig
 from rolltap.serve import ServeConfig, Service
 from rolltap.sim import Simulator
+from rolltap.store import WriterHooks
 from serve.servekit import TOKEN, ServiceFactory
 
 
 @pytest.fixture
 async def start_service(sim: Simulator, tmp_path: Path) -> AsyncIterator[ServiceFactory]:
-    """Start services (2 workers, 0.2 s heartbeats, test hooks on); all closed at teardown."""
+    """Start services (2 workers, 0.2 s heartbeats, test hooks on); all closed at teardown.
+
+    ``store_hooks`` (WriterHooks) goes to the service, the rest to its config."""
     services: list[Service] = []
 
-    async def start(**overrides: Any) -> Service:
+    async def start(store_hooks: WriterHooks | None = None, **overrides: Any) -> Service:
         values: dict[str, Any] = {
             "workers": 2,
             "port": 0,
@@ -32,7 +35,7 @@ async def start_service(sim: Simulator, tmp_path: Path) -> AsyncIterator[Service
             "test_hooks": True,
         }
         values.update(overrides)
-        service = Service(ServeConfig(**values), keepalive_s=5.0)
+        service = Service(ServeConfig(**values), keepalive_s=5.0, store_hooks=store_hooks)
         await service.start()
         services.append(service)
         return service

@@ -23,15 +23,18 @@ async def gated(task: Task, ctx: HarnessContext) -> HarnessResult:
 
 
 async def three_calls(task: Task, ctx: HarnessContext) -> HarnessResult:
-    """Three chat calls, one turn each; with ``info.gate`` the second waits at that gate."""
-    gate = task.info.get("gate")
+    """Three chat calls, one turn each; with ``info.gate`` the second waits at that gate.
+
+    ``info.pad`` characters are added to the second turn's message (big later commits)."""
+    gate, pad = task.info.get("gate"), "x" * int(task.info.get("pad") or 0)
     messages: list[dict[str, str]] = []
     answer = ""
     async with openai.AsyncOpenAI(
         base_url=ctx.openai_base_url, api_key=ctx.api_key, max_retries=0
     ) as client:
         for turn in range(3):
-            messages.append({"role": "user", "content": f"turn {turn}"})
+            content = f"turn {turn}" + (pad if turn == 1 else "")
+            messages.append({"role": "user", "content": content})
             headers = {"x-sim-gate": str(gate)} if gate and turn == 1 else {}
             completion = await client.chat.completions.create(
                 model=ctx.model,

@@ -50,6 +50,8 @@ _WHY = {
     "/ service_full; Retry-After says when to retry",
     503: "gateway_closed / service_draining / store_unavailable (the store is unreachable: "
     "retry after Retry-After)",
+    507: "store_full: a write found the store full; new batches are refused for Retry-After "
+    "(30 s) after the last such failure: free space",
 }
 
 

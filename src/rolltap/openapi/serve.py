@@ -82,7 +82,7 @@ def serve_document(
         "/rollouts": {
             "post": operation(
                 "Submit a batch of rollouts; results stream back as NDJSON",
-                {"200": ndjson, **errors(403, 503)},
+                {"200": ndjson, **errors(403, 503, 507)},
                 body=body, body_required=True,
             )
         },

@@ -35,7 +35,7 @@ from rolltap.errors import (
     ServiceUnreachableError,
 )
 from rolltap.serve.protocol import RolloutSpec
-from rolltap.store.errors import StoreUnavailableError
+from rolltap.store.errors import StoreFullError, StoreUnavailableError
 
 __all__ = ["BatchStream", "ServeClient", "ServeResult"]
 
@@ -43,7 +43,7 @@ _ERRORS: dict[str, type[RolltapError]] = {
     cls.code: cls
     for cls in (
         AuthenticationError, InvalidRequestError, NotFoundError, RolloutNotFoundError,
-        ServiceDrainingError, ServiceFullError, StoreUnavailableError,
+        ServiceDrainingError, ServiceFullError, StoreFullError, StoreUnavailableError,
     )
 }  # fmt: skip
 

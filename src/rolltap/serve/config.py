@@ -68,7 +68,8 @@ class ServeConfig(BaseModel):
     batches with ``503 store_unavailable`` and goes on running what is in flight; past
     ``store_unavailable_timeout_s`` what could not be saved goes to
     ``rolltap-unsaved-<run>-w<worker>.jsonl`` in ``unsaved_dir`` (default: the current
-    directory), which ``rolltap sessions import`` loads.
+    directory), which ``rolltap sessions import`` loads. For 30 s after a write finds
+    the store full, new batches get ``507 store_full``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -55,11 +55,16 @@ def _store_metrics(store: Mapping[str, Any]) -> Iterator[Metric]:
         "how long the store has been unreachable (0: it is not)",
         float(store.get("unavailable_s") or 0.0),
     )
+    yield GaugeMetricFamily(
+        "rolltap_serve_store_full",
+        "1 while new batches are refused because a write found the store full (507 store_full)",
+        1.0 if store.get("full") else 0.0,
+    )
     for name, text in (("pending_commits", "event commits held, not yet durable"),
                        ("pending_bytes", "bytes of writes held, not yet durable")):  # fmt: skip
         yield GaugeMetricFamily(f"rolltap_serve_store_{name}", text, store.get(name) or 0)
     yield CounterMetricFamily(
-        "rolltap_serve_rejected_store", "batches refused while the store was unavailable",
+        "rolltap_serve_rejected_store", "batches refused while the store was unavailable or full",
         store.get("rejected") or 0,
     )  # fmt: skip
 

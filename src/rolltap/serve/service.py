@@ -24,6 +24,7 @@ from rolltap.errors import ConfigError
 from rolltap.serve.api import KEEPALIVE_S, build_app
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.supervisor import Supervisor
+from rolltap.store import WriterHooks
 
 __all__ = ["Service"]
 
@@ -36,13 +37,20 @@ _HTTP_SHUTDOWN_S = 10.0
 class Service:
     """``rolltap serve`` as an async context manager."""
 
-    def __init__(self, config: ServeConfig, *, keepalive_s: float = KEEPALIVE_S) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        keepalive_s: float = KEEPALIVE_S,
+        store_hooks: WriterHooks | None = None,
+    ) -> None:
+        """``store_hooks`` is for tests only (see :class:`Supervisor`)."""
         self.config = config
         configured = config.resolved_token()
         self.token = configured or secrets.token_urlsafe(24)
         self.token_generated = configured is None
         self.keepalive_s = keepalive_s
-        self.supervisor = Supervisor(config)
+        self.supervisor = Supervisor(config, store_hooks=store_hooks)
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._signals = 0

@@ -9,6 +9,9 @@ writer (bounded by ``ROLLTAP_STORE_PENDING_MAX_BYTES``) until the database is ba
 It is unavailable when the supervisor's store answers no probe, when its writer is
 reconnecting or over its pending-bytes bound, or when any ready worker's own writer
 (PostgreSQL, MySQL: each worker writes) says so in its last ``store_state`` frame.
+It is full (``507 store_full``) for ``FULL_HOLD_S`` after any of those writers last
+failed a write because the database or its disk is full: waiting alone does not free
+space, and a batch admitted then would only add sessions to the unsaved files.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rolltap.store import Store, WriterStats
-from rolltap.store.errors import StoreUnavailableError
+from rolltap.store.errors import StoreFullError, StoreUnavailableError
 
 __all__ = ["StoreGate", "store_report"]
 
@@ -28,6 +31,9 @@ PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 2.0
 #: what a refused caller is told to wait before retrying
 RETRY_AFTER_S = 5.0
+#: how long after a ``store_full`` failure new batches are refused (a batch admitted
+#: after it finds out again, and renews it, when there is still no space)
+FULL_HOLD_S = 30.0
 
 
 def store_report(stats: WriterStats, max_bytes: int) -> dict[str, Any]:
@@ -37,6 +43,7 @@ def store_report(stats: WriterStats, max_bytes: int) -> dict[str, Any]:
         "pending_commits": stats.pending_commits,
         "pending_bytes": stats.pending_bytes,
         "over": stats.pending_bytes >= max_bytes,
+        "full_s": None if stats.full_s is None else round(stats.full_s, 1),
     }
 
 
@@ -75,12 +82,17 @@ class StoreGate:
         if self._probe_down_since is not None:
             down.append(round(time.monotonic() - self._probe_down_since, 1))
         over = any(r.get("over") for r in reports)
+        full = [r["full_s"] for r in reports if r.get("full_s") is not None]
+        full_s = min(full) if full else None
+        is_full = full_s is not None and full_s < FULL_HOLD_S
         return {
-            "available": not down and not over,
+            "available": not down and not over and not is_full,
             "unavailable_s": max(down) if down else None,
             "pending_commits": sum(int(r.get("pending_commits") or 0) for r in reports),
             "pending_bytes": sum(int(r.get("pending_bytes") or 0) for r in reports),
             "over_pending_bound": over,
+            "full": is_full,
+            "full_s": full_s,
             "rejected": self.refused,
         }
 
@@ -92,6 +104,13 @@ class StoreGate:
         if state["available"]:
             return
         self.refused += 1
+        if state["full"]:
+            raise StoreFullError(
+                f"the store is full (a write failed {state['full_s']:g} s ago): free space; "
+                "rollouts in flight go on (what cannot be stored goes to the unsaved files), "
+                "new batches are refused",
+                retry_after=FULL_HOLD_S,
+            )
         if state["unavailable_s"] is not None:
             why = f"the store is unreachable (for {state['unavailable_s']:g} s)"
         else:

@@ -34,7 +34,7 @@ from rolltap.serve.handle import WorkerHandle
 from rolltap.serve.outcomes import store_lost, terminal_result
 from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
 from rolltap.serve.storegate import StoreGate
-from rolltap.store import Store, mask_url, resolve_store_url
+from rolltap.store import Store, WriterHooks, mask_url, resolve_store_url
 
 __all__ = ["Supervisor"]
 
@@ -47,8 +47,11 @@ CANCEL_GRACE_S = 15.0
 class Supervisor:
     """Workers, batches and the store, behind :meth:`submit` and :meth:`drain`."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(self, config: ServeConfig, *, store_hooks: WriterHooks | None = None) -> None:
+        """``store_hooks``: for tests only, fault injection into the supervisor's store
+        writer (the one writer on SQLite, where the workers ship their writes to it)."""
         self.config = config
+        self._store_hooks = store_hooks
         # decided once, here: a missing extra is the caller's error, not each worker's
         self._otel = otel_enabled(config.otel)
         self.batches: dict[str, Batch] = {}
@@ -88,7 +91,9 @@ class Supervisor:
         try:
             self._store = await self._stack.enter_async_context(
                 await Store.open(
-                    self.config.store, reconnect_timeout=self.config.store_unavailable_timeout_s
+                    self.config.store,
+                    hooks=self._store_hooks,
+                    reconnect_timeout=self.config.store_unavailable_timeout_s,
                 )
             )
             # released after the workers stop (the stack unwinds backwards)
@@ -152,9 +157,10 @@ class Supervisor:
         """Admit ``specs`` as one batch and dispatch them; read ``batch.results()``.
 
         Raises ``ServiceFullError`` (429, retryable) when the workers lack room for the
-        whole batch, ``ServiceDrainingError`` (503) once a drain has begun, and
+        whole batch, ``ServiceDrainingError`` (503) once a drain has begun,
         ``StoreUnavailableError`` (503, retryable) while the store cannot take new
-        sessions (the rollouts in flight go on).
+        sessions and ``StoreFullError`` (507) for a while after it ran out of space
+        (the rollouts in flight go on).
         """
         check_batch(self.config, specs, closed=self.draining or self._closed)
         await self._gate.admit()

@@ -124,11 +124,12 @@ class Worker:
 
     async def _watch_store(self, store: Store) -> None:
         """Tell the supervisor at once when this worker's writer loses or regains the
-        database (or passes its pending-bytes bound): admission depends on it."""
-        last: tuple[bool, bool] | None = None
+        database, passes its pending-bytes bound or first finds it full (later, the
+        stats frames carry how long ago): admission depends on it."""
+        last: tuple[bool, bool, bool] | None = None
         while True:
             report = store_report(store.stats(), store.pending_max_bytes)
-            now = (report["unavailable_s"] is None, bool(report["over"]))
+            now = (report["unavailable_s"] is None, bool(report["over"]), report["full_s"] is None)
             if now != last:
                 try:
                     await self.channel.send({"type": Msg.STORE_STATE, **report})

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rolltap.errors import StoreError
 from rolltap.store.dberrors import is_transient, translate_db_error
-from rolltap.store.errors import StoreClosedError, StoreUnavailableError
+from rolltap.store.errors import StoreClosedError, StoreFullError, StoreUnavailableError
 from rolltap.store.ops import CommitOp, WriteOp, apply_commits
 from rolltap.store.pending import PendingWrites
 from rolltap.store.url import backend_of, mask_url
@@ -76,6 +76,8 @@ class Writer:
         self._available.set()
         self._max_batch, self._reconnect_timeout = max_batch, reconnect_timeout
         self._down_since: float | None = None
+        #: when a write last failed because the database is full (monotonic)
+        self._full_at: float | None = None
         self._gave_up: StoreUnavailableError | None = None
         self.hooks = hooks or WriterHooks()
         self._conn = WriterConnection(engine)
@@ -92,11 +94,11 @@ class Writer:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="rolltap-writer")
 
     def stats(self) -> WriterStats:
-        since = self._down_since
+        since, full, now = self._down_since, self._full_at, time.monotonic()
         return WriterStats(
             self._queue.qsize(), self._transactions, self._writes, max(self._conn.connects - 1, 0),
             self._pending.commits, self._pending.bytes,
-            None if since is None else time.monotonic() - since,
+            None if since is None else now - since, None if full is None else now - full,
         )  # fmt: skip
 
     @property
@@ -283,6 +285,8 @@ class Writer:
                 await self._run_group([op])
             return
         error = exc if isinstance(exc, StoreError) else translate_db_error(exc, where=self._where)
+        if isinstance(error, StoreFullError):
+            self._full_at = time.monotonic()  # an owner stops taking new work (stats)
         self._settle_failed(ops, error, cause=exc)
 
     def _settle_ok(self, ops: Sequence[WriteOp]) -> None:

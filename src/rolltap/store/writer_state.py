@@ -75,7 +75,8 @@ class WriterStats:
     """The writer's counters and health, e.g. for a progress line.
 
     ``pending_commits``/``pending_bytes``: event commits accepted and not yet durable;
-    ``unavailable_s``: how long the database has been unreachable (``None``: it is not).
+    ``unavailable_s``: how long the database has been unreachable (``None``: it is not);
+    ``full_s``: how long ago a write last failed with ``store_full`` (``None``: never).
     """
 
     queued: int
@@ -85,6 +86,7 @@ class WriterStats:
     pending_commits: int = 0
     pending_bytes: int = 0
     unavailable_s: float | None = None
+    full_s: float | None = None
 
     def describe(self) -> str | None:
         """``store unavailable for 12 s, 34 commits pending``; ``None`` while reachable.
