@@ -108,7 +108,7 @@ _PYTHON_TAG = "<|python_tag|>"
 def scan_llama3_json(text: str) -> Scan:
     """``{"name", "parameters"}`` calls making up the answer, ``;``-separated."""
     before, tagged, after = text.partition(_PYTHON_TAG)
-    body = after if tagged else text
+    body, before = (after, before) if tagged else (text, "")
     start = skip_space(body, 0)
     if not body.startswith("{", start):
         if tagged:
