@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rolltap.dialects.canonical import Reasoning, Text, ToolCall
 from rolltap.errors import ConfigError
-from rolltap.tokens.parsers import ParseResult, parser_names, resolve_parser
+from rolltap.tokens.parsers import CallParser, ParseResult, parser_names, resolve_parser
 from rolltap.tokens.reasoning import get_reasoning_parser, reasoning_parser_names
 
 A = '{"city": "Paris", "days": 3}'
@@ -165,10 +165,15 @@ def test_reasoning_none_leaves_think_as_text() -> None:
     assert result.parts == (Text("<think>a</think>b"),)
 
 
+def _reasoning_of(tool: str, reasoning: str | None = None) -> str:
+    parser = resolve_parser(tool, reasoning)
+    assert isinstance(parser, CallParser)
+    return parser.reasoning.name
+
+
 def test_openai_implies_harmony_and_harmony_needs_openai() -> None:
-    assert resolve_parser("openai").reasoning.name == "harmony"
-    assert resolve_parser("openai", "harmony").reasoning.name == "harmony"
-    assert resolve_parser("mistral").reasoning.name == "think"
+    assert _reasoning_of("openai") == _reasoning_of("openai", "harmony") == "harmony"
+    assert _reasoning_of("mistral") == "think"
     for tool, reasoning in [("openai", "think"), ("openai", "none"), ("hermes", "harmony")]:
         with pytest.raises(ConfigError, match="Harmony"):
             resolve_parser(tool, reasoning)
