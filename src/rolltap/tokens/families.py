@@ -42,13 +42,13 @@ from rolltap.tokens._calljson import (
     named_call,
     skip_space,
 )
+from rolltap.tokens._callparser import CallParser
 from rolltap.tokens.harmony import scan_harmony
-from rolltap.tokens.parsers import CallParser, register_parser
 from rolltap.tokens.reasoning import HarmonyReasoning, ReasoningParser
 
 __all__ = [
     "DeepSeekV3Parser", "Llama3JsonParser", "MistralParser", "OpenAIParser",
-    "Qwen3CoderParser", "register_families",
+    "Qwen3CoderParser",
 ]  # fmt: skip
 
 _CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -288,10 +288,3 @@ class OpenAIParser(CallParser):
     def joined(self, rest: str, outside: list[str]) -> str:
         """The text messages' bodies, not their Harmony markup."""
         return "\n".join(piece for piece in outside if piece)
-
-
-def register_families() -> None:
-    """Register this module's parsers under their names (parsers.py does, on import)."""
-    for parser in (Qwen3CoderParser, Llama3JsonParser, MistralParser, DeepSeekV3Parser,
-                   OpenAIParser):  # fmt: skip
-        register_parser(parser().name, parser)
