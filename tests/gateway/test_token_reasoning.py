@@ -101,6 +101,22 @@ async def test_anthropic_gets_thinking_and_responses_gets_a_reasoning_item(
     assert "<think>" not in response.output_text
 
 
+async def test_reasoning_cut_short_is_plain_text_with_the_problem_recorded(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    rollout = await register(http, gateway, sampling={"max_tokens": 4})
+    async with openai_client(rollout) as client:
+        reply = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+    message = reply.choices[0].message
+    assert (message.content or "").startswith("<think>")
+    assert "reasoning_content" not in (message.model_extra or {})
+    (response,) = _responses(await events(http, gateway, rollout["id"]))
+    assert response["finish_reason"] == "length"
+    assert response["parse_problems"] == ["unterminated <think> at character 0"]
+
+
 async def test_openai_with_think_is_refused_at_start(
     thinking_sim: Simulator, tmp_path: Path
 ) -> None:

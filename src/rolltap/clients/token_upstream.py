@@ -125,6 +125,8 @@ class TokenUpstream:
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         record = {"message": message, "tokens": _tokens(request.prompt, completion)}
+        if "parse_problems" in answer.extra:  # answered as plain text: say why
+            record["parse_problems"] = answer.extra["parse_problems"]
         return Answer(parsed, raw, answer, record)
 
     def _response(self, completion: Completion, text: str, call_id: str) -> Response:
