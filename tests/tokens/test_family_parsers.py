@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolltap.dialects.canonical import Reasoning, Text, ToolCall
+from rolltap.dialects.canonical import Reasoning, Text, Tool, ToolCall
 from rolltap.errors import ConfigError
 from rolltap.tokens.parsers import CallParser, ParseResult, parser_names, resolve_parser
 from rolltap.tokens.reasoning import get_reasoning_parser, reasoning_parser_names
@@ -99,6 +99,22 @@ def test_qwen3_coder_values_read_as_json_else_as_text() -> None:
     assert json.loads(call.arguments) == {
         "n": 3, "flag": True, "items": [1, "a"], "none": None, "s": "line one\nline two"
     }  # fmt: skip
+
+
+def test_qwen3_coder_keeps_values_declared_strings_as_written() -> None:
+    text = _qc("write", path="a.json", content='{"a": 1}', n="7", tag="null")
+    schema = {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"},
+        "n": {"type": ["string", "null"]}, "tag": {"type": "string"},
+    }}  # fmt: skip
+    parser = resolve_parser("qwen3_coder")
+    assert isinstance(parser, CallParser)
+    (typed,) = parser.for_tools([Tool("write", parameters=schema)]).parse(text).tool_calls
+    assert json.loads(typed.arguments) == {"path": "a.json", "content": '{"a": 1}', "n": "7",
+                                           "tag": None}  # fmt: skip
+    (untyped,) = parser.for_tools([Tool("other")]).parse(text).tool_calls
+    assert json.loads(untyped.arguments)["content"] == {"a": 1}
+    assert resolve_parser("hermes").for_tools([Tool("x")]) == resolve_parser("hermes")  # type: ignore[attr-defined]
 
 
 #: (parser, malformed text, the problem recorded)

@@ -32,13 +32,13 @@ from rolltap.clients.completions import (
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
-from rolltap.dialects.canonical import Request, Response
+from rolltap.dialects.canonical import Request, Response, Tool
 from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.dialects.registry import get_dialect
 from rolltap.errors import TokenizerError
 from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
-from rolltap.tokens.parsers import ToolCallParser, resolve_parser
+from rolltap.tokens.parsers import CallParser, ToolCallParser, resolve_parser
 from rolltap.tokens.renderer import RenderedPrompt, Renderer
 from rolltap.tokens.turns import TokenTurns
 
@@ -66,6 +66,8 @@ class TokenRequest(UpstreamRequest):
     #: decodes the sampled ids for the parsers (thread-safe; a pool's renderer outlives
     #: its handle)
     decoder: Renderer | None = dataclasses.field(default=None, kw_only=True)
+    #: the tools the harness offered (a parser may type call values by their schemas)
+    tools: tuple[Tool, ...] = dataclasses.field(default=(), kw_only=True)
 
 
 class TokenUpstream:
@@ -100,7 +102,10 @@ class TokenUpstream:
             endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids, options=options
         )
         record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
-        return TokenRequest(call, body, rewrites, record, prompt=prompt, decoder=decoder)
+        return TokenRequest(
+            call, body, rewrites, record, prompt=prompt, decoder=decoder,
+            tools=tuple(request.tools),
+        )  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
@@ -120,8 +125,7 @@ class TokenUpstream:
         parsed = upstream_json_object(raw)
         completion = parse_completion(self.endpoint.completions_api, parsed)
         self.turns.sampled(request.prompt, completion.ids)
-        answer = self._response(completion, _sampled_text(request.decoder, completion),
-                                request.call.call_id)  # fmt: skip
+        answer = self._response(completion, _sampled_text(request.decoder, completion), request)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         record = {"message": message, "tokens": _tokens(request.prompt, completion)}
@@ -129,8 +133,11 @@ class TokenUpstream:
             record["parse_problems"] = answer.extra["parse_problems"]
         return Answer(parsed, raw, answer, record)
 
-    def _response(self, completion: Completion, text: str, call_id: str) -> Response:
-        result = self.parser.parse(
+    def _response(self, completion: Completion, text: str, request: TokenRequest) -> Response:
+        call_id, parser = request.call.call_id, self.parser
+        if isinstance(parser, CallParser) and request.tools:
+            parser = parser.for_tools(request.tools)
+        result = parser.parse(
             text, finish=completion.stop_reason or "end_turn",
             id_prefix=f"call_{call_id}_",
         )  # fmt: skip

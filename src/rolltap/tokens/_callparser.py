@@ -3,10 +3,11 @@ the Hermes parser (see :mod:`rolltap.tokens.parsers`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from rolltap.dialects.canonical import Reasoning, StopReason, Text, ToolCall
+from rolltap.dialects.canonical import Reasoning, StopReason, Text, Tool, ToolCall
 from rolltap.tokens._calljson import Scan, decode_json_at, named_call, skip_space
 from rolltap.tokens.reasoning import ReasoningParser, ThinkReasoning
 
@@ -91,6 +92,11 @@ class CallParser:
     reasoning: ReasoningParser = field(default_factory=ThinkReasoning)
     #: the reasoning parser this family's models need unless configured otherwise
     default_reasoning = "think"
+
+    def for_tools(self, tools: Sequence[Tool]) -> CallParser:
+        """This parser for a request offering ``tools`` (a family whose calls' values
+        are typed by the schemas uses them; the others ignore them)."""
+        return self
 
     def scan(self, text: str) -> Scan:
         """(text outside calls, (name, arguments) per call, problems) of the answer."""

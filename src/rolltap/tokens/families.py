@@ -6,7 +6,8 @@ follows the family's public format:
 ``qwen3_coder`` (Qwen3-Coder)
     ``<tool_call><function=NAME><parameter=P>VALUE</parameter>…</function></tool_call>``;
     one newline either side of a value is the template's; a value that reads as JSON
-    (``3``, ``true``, ``[1]``, ``{"a": 1}``, ``null``) is that value, any other is a string.
+    (``3``, ``true``, ``[1]``, ``{"a": 1}``, ``null``) is that value, any other is a string;
+    a parameter the request's tool declares a string stays the text as written.
 ``llama3_json`` (Llama 3.1–3.3)
     An answer that is a JSON call: ``{"name": N, "parameters": {…}}``, optionally after
     ``<|python_tag|>``; several separated by ``;``. Text that does not start with a
@@ -31,8 +32,11 @@ follows the family's public format:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from rolltap.dialects.canonical import Tool
 from rolltap.tokens._calljson import (
     DECODER,
     Scan,
@@ -56,16 +60,35 @@ _FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)</function>", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)</parameter>", re.DOTALL)
 
 
-def _value(raw: str) -> object:
-    """A Qwen3-Coder parameter value: JSON when it reads as JSON, else the string."""
+#: a tool's name → its parameters' declared JSON types (the ``properties`` ``type``s)
+Schemas = Mapping[str, Mapping[str, Any]]
+
+
+def _declared_string(declared: Any) -> bool:
+    types = declared if isinstance(declared, list) else [declared]
+    return "string" in types
+
+
+def _value(raw: str, declared: Any) -> object:
+    """A Qwen3-Coder parameter value: the text for a parameter declared a string (a
+    file's content that happens to be JSON stays text), else JSON when it reads as JSON."""
     text = raw.removeprefix("\n").removesuffix("\n")
+    if _declared_string(declared) and text != "null":
+        return text
     try:
         return DECODER.decode(text)
     except (ValueError, RecursionError):
         return text
 
 
-def _xml_call(inner: str, number: int) -> tuple[tuple[str, str] | None, str]:
+def _types(schemas: Schemas, name: str) -> Mapping[str, Any]:
+    properties = schemas.get(name, {}).get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {k: v.get("type") for k, v in properties.items() if isinstance(v, Mapping)}
+
+
+def _xml_call(inner: str, number: int, schemas: Schemas) -> tuple[tuple[str, str] | None, str]:
     what = f"tool call {number}"
     found = _FUNCTION.fullmatch(inner.strip())
     if found is None:
@@ -74,15 +97,19 @@ def _xml_call(inner: str, number: int) -> tuple[tuple[str, str] | None, str]:
     if problem:
         return None, problem
     body = found.group(2)
-    params = {m.group(1).strip(): _value(m.group(2)) for m in _PARAMETER.finditer(body)}
+    types = _types(schemas, name)
+    params = {
+        (key := m.group(1).strip()): _value(m.group(2), types.get(key))
+        for m in _PARAMETER.finditer(body)
+    }
     if _PARAMETER.sub("", body).strip():
         return None, f"{what}: text outside the parameters"
     arguments, problem = arguments_text(params, what)
     return ((name, arguments) if not problem else None), problem
 
 
-def scan_qwen3_coder(text: str) -> Scan:
-    """``<tool_call><function=…>`` calls."""
+def scan_qwen3_coder(text: str, schemas: Schemas | None = None) -> Scan:
+    """``<tool_call><function=…>`` calls; ``schemas`` types the values (see :func:`_value`)."""
     outside: list[str] = []
     calls: list[tuple[str, str]] = []
     at = 0
@@ -91,7 +118,8 @@ def scan_qwen3_coder(text: str) -> Scan:
         closed = text.find(_CALL_CLOSE, opened)
         if closed < 0:
             return outside, calls, [f"tool call {len(calls)}: unterminated {_CALL_OPEN}"]
-        call, problem = _xml_call(text[opened + len(_CALL_OPEN) : closed], len(calls))
+        inner = text[opened + len(_CALL_OPEN) : closed]
+        call, problem = _xml_call(inner, len(calls), schemas or {})
         if call is None:
             return outside, calls, [problem]
         calls.append(call)
@@ -234,10 +262,16 @@ class Qwen3CoderParser(CallParser):
     """Qwen3-Coder's XML-ish calls (see the module doc)."""
 
     name: str = "qwen3_coder"
+    #: the request's tools' parameter schemas, by tool name (:meth:`for_tools`)
+    schemas: Schemas = field(default_factory=dict)
+
+    def for_tools(self, tools: Sequence[Tool]) -> Qwen3CoderParser:
+        """This parser typing values by ``tools``' parameter schemas."""
+        return replace(self, schemas={tool.name: tool.parameters for tool in tools})
 
     def scan(self, text: str) -> Scan:
         """See :func:`scan_qwen3_coder`."""
-        return scan_qwen3_coder(text)
+        return scan_qwen3_coder(text, self.schemas)
 
 
 @dataclass(frozen=True, slots=True)
