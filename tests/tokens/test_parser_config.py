@@ -14,6 +14,7 @@ from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 from rolltap.rollouts import RunConfig, load_run_config
+from rolltap.serve import ServeConfig
 
 URL = "http://127.0.0.1:9/v1"
 FLAGS = ["--tool-parser", "openai", "--reasoning-parser", "harmony"]
@@ -82,3 +83,13 @@ def test_gateway_and_serve_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.output
     parsers = [(e.tool_parser, e.reasoning_parser) for e in endpoints]
     assert parsers == [("openai", "harmony"), ("openai", "harmony"), ("hermes", None)]
+
+
+def test_serve_refuses_an_unknown_parser_before_any_worker_starts(tmp_path: Path) -> None:
+    path = tmp_path / "serve.toml"
+    table = f'[endpoints.t]\nbase_url = "{URL}"\nmodel = "m"\nclient = "tokens"\n'
+    path.write_text(table + 'tokenizer = "/x"\ntool_parser = "nope"\n')
+    with pytest.raises(ConfigError, match="unknown tool-call parser 'nope'"):
+        ServeConfig.from_toml(path)
+    path.write_text(table + 'tokenizer = "/x"\ntool_parser = "openai"\n')
+    assert ServeConfig.from_toml(path).endpoints[0].tool_parser == "openai"
