@@ -224,3 +224,57 @@ def test_any_text_parses_without_raising(text: str) -> None:
             if result.problems:
                 assert result.parts == (Text(text),)
             assert (result.stop_reason == "tool_use") is bool(result.tool_calls)
+
+
+_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,11}", fullmatch=True)
+_SCALAR = st.none() | st.booleans() | st.integers() | st.text(max_size=6)
+_VALUES = st.recursive(
+    _SCALAR,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=5,
+)
+_KEYS = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True)
+_CALLS = st.lists(st.tuples(_NAMES, st.dictionaries(_KEYS, _VALUES, max_size=3)), min_size=1,
+                  max_size=3, unique_by=lambda call: call[0])  # fmt: skip
+
+
+def _write(family: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """Calls written as each family's template writes them."""
+    dumped = [(name, json.dumps(args, ensure_ascii=False)) for name, args in calls]
+    if family == "llama3_json":
+        return "; ".join(f'{{"name": "{n}", "parameters": {a}}}' for n, a in dumped)
+    if family == "mistral":
+        return "".join(f"[TOOL_CALLS]{n}[ARGS]{a}" for n, a in dumped)
+    if family == "deepseek_v3":
+        return DS_BEGIN + "\n".join(_ds_v3(n, a) for n, a in dumped) + DS_END
+    if family == "openai":
+        analysis = _harmony("analysis", "thinking", first=True)
+        return analysis + "".join(_harmony("commentary", a, to=f"functions.{n}") for n, a in dumped)
+    values = [
+        {k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in a.items()}
+        for _, a in calls
+    ]
+    return "\n".join(_qc(name, **v) for (name, _), v in zip(calls, values, strict=True))
+
+
+@pytest.mark.parametrize("family", ["qwen3_coder", "llama3_json", "mistral", "deepseek_v3",
+                                    "openai"])  # fmt: skip
+@given(calls=_CALLS)
+def test_written_calls_read_back(family: str, calls: list[tuple[str, dict[str, Any]]]) -> None:
+    parser = resolve_parser(family)
+    assert isinstance(parser, CallParser)
+    if family == "qwen3_coder":  # string values stay text only where the schema says so
+        # a text value holding a tag, or spelled "null", is not written back as itself
+        calls = [
+            (n, {k: v for k, v in a.items() if "<" not in str(v) and v != "null"}) for n, a in calls
+        ]
+        tools = [
+            Tool(name, parameters={"properties": {
+                k: {"type": "string" if isinstance(v, str) else "object"} for k, v in a.items()
+            }})
+            for name, a in calls
+        ]  # fmt: skip
+        parser = parser.for_tools(tools)
+    result = parser.parse(_write(family, calls))
+    assert result.problems == []
+    assert [(c.name, json.loads(c.arguments)) for c in result.tool_calls] == calls
