@@ -5,7 +5,8 @@ model's chat template renders it to prompt ids, extending the rollout's previous
 prompt + sampled ids when the conversation extends it
 (:class:`~rolltap.tokens.turns.TokenTurns`, one per rollout: this upstream's state).
 The upstream's completions API (:mod:`rolltap.clients.completions`) samples from those
-ids; the sampled text is parsed back into text, reasoning and tool calls
+ids; the sampled ids, decoded locally with special tokens kept, are parsed back into
+text, reasoning and tool calls by the endpoint's ``tool_parser`` and ``reasoning_parser``
 (:mod:`rolltap.tokens.parsers`). The answer is whole (tool calls can only be parsed
 then): the gateway delivers it in the harness's dialect, as a stream when it asked for
 one, with keepalives while it waits. Both events carry ``tokens``: the request's prompt
