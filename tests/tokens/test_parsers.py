@@ -160,7 +160,8 @@ def test_registry() -> None:
     assert {"hermes", "qwen", "text"} <= set(parser_names())
     assert get_parser("qwen").name == "qwen"
     assert isinstance(get_parser("hermes"), ToolCallParser)
-    with pytest.raises(ConfigError, match="unknown tool-call parser 'nope'; known: hermes"):
+    known = "known: deepseek_v3, hermes"
+    with pytest.raises(ConfigError, match=f"unknown tool-call parser 'nope'; {known}"):
         get_parser("nope")
     register_parser("custom-test", lambda: HermesParser(name="custom-test"))
     assert get_parser("custom-test").parse(_call("f", {})).tool_calls[0].name == "f"

@@ -30,6 +30,8 @@ __all__ = [
     "Interrupts",
     "OtelContentOpt",
     "OtelOpt",
+    "ReasoningParserOpt",
+    "ToolParserOpt",
     "UntilSignalled",
     "address_fields",
     "console",
@@ -37,6 +39,7 @@ __all__ = [
     "err_console",
     "exit_code_of",
     "fail",
+    "parser_fields",
     "print_error",
     "report_error",
     "run_async",
@@ -53,6 +56,21 @@ OtelOpt = Annotated[
 #: ``--otel-content`` beside :data:`OtelOpt`
 OtelContentOpt = Annotated[
     bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+]
+#: ``--tool-parser`` / ``--reasoning-parser`` where endpoint flags are (the token client's)
+ToolParserOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Token client: how completions' tool calls are read: hermes, qwen3_coder,"
+        " llama3_json, mistral, deepseek_v3, openai (gpt-oss) \\[hermes]"
+    ),
+]
+ReasoningParserOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Token client: how reasoning is read: think, harmony, none"
+        " \\[think; harmony with --tool-parser openai]"
+    ),
 ]
 
 console = Console()
@@ -107,6 +125,12 @@ def address_fields(urls: list[str]) -> dict[str, Any]:
     """An endpoint's address from ``--endpoint`` given once (``base_url``) or more
     (``replicas``: rollouts are pinned to one of them)."""
     return {"base_url": urls[0]} if len(urls) == 1 else {"replicas": urls}
+
+
+def parser_fields(tool_parser: str | None, reasoning_parser: str | None) -> dict[str, str]:
+    """The endpoint fields of ``--tool-parser`` and ``--reasoning-parser``, when given."""
+    given = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def endpoint_from_flags(**fields: Any) -> EndpointConfig:

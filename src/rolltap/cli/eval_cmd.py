@@ -15,6 +15,8 @@ from rolltap.cli.common import (
     Interrupts,
     OtelContentOpt,
     OtelOpt,
+    ReasoningParserOpt,
+    ToolParserOpt,
     console,
     err_console,
     print_error,
@@ -149,6 +151,8 @@ def eval_command(
     completions_api: Annotated[
         str | None, typer.Option(help="Token client upstream: vllm or llamacpp \\[vllm]")
     ] = None,
+    tool_parser: ToolParserOpt = None,
+    reasoning_parser: ReasoningParserOpt = None,
     n: Annotated[int | None, typer.Option("-n", help="First N tasks")] = None,
     r: Annotated[int | None, typer.Option("-r", help="Rollouts per task \\[1]")] = None,
     c: Annotated[int | None, typer.Option("-c", help="Rollouts at once \\[16]")] = None,
@@ -182,6 +186,7 @@ def eval_command(
         "model": model,
         "api_key_env": api_key_env, "n": n, "r": r, "c": c, "dialect": dialect,
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
+        "tool_parser": tool_parser, "reasoning_parser": reasoning_parser,
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
         "otel": otel, "otel_content": otel_content or None,
         "store_unavailable_timeout_s": store_unavailable_timeout,

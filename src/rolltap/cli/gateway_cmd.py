@@ -15,10 +15,13 @@ from rolltap.cli.common import (
     Interrupts,
     OtelContentOpt,
     OtelOpt,
+    ReasoningParserOpt,
+    ToolParserOpt,
     UntilSignalled,
     address_fields,
     console,
     endpoint_from_flags,
+    parser_fields,
     print_error,
     run_async,
 )
@@ -138,6 +141,8 @@ def gateway(
     api_key_env: Annotated[
         str | None, typer.Option(help="Name of the env var holding the upstream API key")
     ] = None,
+    tool_parser: ToolParserOpt = None,
+    reasoning_parser: ReasoningParserOpt = None,
     host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="Admin/first server port [0: any]")] = None,
     multiplex: Annotated[int | None, typer.Option(help="Rollouts per server [32]")] = None,
@@ -165,6 +170,7 @@ def gateway(
             model=model,
             api_key_env=api_key_env,
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
+            **parser_fields(tool_parser, reasoning_parser),
         )
     interrupts = Interrupts()
     until = UntilSignalled.installed(interrupts)

@@ -13,9 +13,12 @@ from rolltap.cli.common import (
     EXIT_OK,
     OtelContentOpt,
     OtelOpt,
+    ReasoningParserOpt,
+    ToolParserOpt,
     address_fields,
     console,
     endpoint_from_flags,
+    parser_fields,
     print_error,
     run_async,
 )
@@ -77,6 +80,8 @@ def serve(
     api_key_env: Annotated[
         str | None, typer.Option(help="Name of the env var holding the upstream API key")
     ] = None,
+    tool_parser: ToolParserOpt = None,
+    reasoning_parser: ReasoningParserOpt = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes [CPUs, at most 8]")] = None,
     store: Annotated[
         str | None, typer.Option(help="sqlite:///f.db, postgresql://…, mysql://… [ROLLTAP_STORE]")
@@ -131,7 +136,12 @@ def serve(
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
         values["endpoints"] = [
-            endpoint_from_flags(**address_fields(endpoint), model=model, api_key_env=api_key_env)
+            endpoint_from_flags(
+                **address_fields(endpoint),
+                model=model,
+                api_key_env=api_key_env,
+                **parser_fields(tool_parser, reasoning_parser),
+            )
         ]
     run_async(_serve(values, config))
 

@@ -5,7 +5,8 @@ model's chat template renders it to prompt ids, extending the rollout's previous
 prompt + sampled ids when the conversation extends it
 (:class:`~rolltap.tokens.turns.TokenTurns`, one per rollout: this upstream's state).
 The upstream's completions API (:mod:`rolltap.clients.completions`) samples from those
-ids; the sampled text is parsed back into text, reasoning and tool calls
+ids; the sampled ids, decoded locally with special tokens kept, are parsed back into
+text, reasoning and tool calls by the endpoint's ``tool_parser`` and ``reasoning_parser``
 (:mod:`rolltap.tokens.parsers`). The answer is whole (tool calls can only be parsed
 then): the gateway delivers it in the harness's dialect, as a stream when it asked for
 one, with keepalives while it waits. Both events carry ``tokens``: the request's prompt
@@ -32,13 +33,14 @@ from rolltap.clients.completions import (
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
-from rolltap.dialects.canonical import Request, Response
+from rolltap.dialects.canonical import Request, Response, Tool
 from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.dialects.registry import get_dialect
+from rolltap.errors import TokenizerError
 from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
-from rolltap.tokens.parsers import get_parser
-from rolltap.tokens.renderer import RenderedPrompt
+from rolltap.tokens.parsers import CallParser, ToolCallParser, resolve_parser
+from rolltap.tokens.renderer import RenderedPrompt, Renderer
 from rolltap.tokens.turns import TokenTurns
 
 __all__ = ["DEFAULT_MAX_TOKENS", "TokenRequest", "TokenUpstream", "renderer_config"]
@@ -62,12 +64,17 @@ class TokenRequest(UpstreamRequest):
     """A completions request, with the rendered prompt its answer is recorded against."""
 
     prompt: RenderedPrompt = dataclasses.field(kw_only=True)
+    #: decodes the sampled ids for the parsers (thread-safe; a pool's renderer outlives
+    #: its handle)
+    decoder: Renderer | None = dataclasses.field(default=None, kw_only=True)
+    #: the tools the harness offered (a parser may type call values by their schemas)
+    tools: tuple[Tool, ...] = dataclasses.field(default=(), kw_only=True)
 
 
 class TokenUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` that samples from token ids."""
 
-    __slots__ = ("client", "endpoint", "errors", "name", "renderers", "turns")
+    __slots__ = ("client", "endpoint", "errors", "name", "parser", "renderers", "turns")
 
     def __init__(
         self, endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry
@@ -77,6 +84,10 @@ class TokenUpstream:
         # a completions server's error bodies are read as the endpoint's dialect's
         self.errors = get_dialect(endpoint.dialect)
         self.turns = TokenTurns()
+        # unknown names and Harmony mixed with another format fail here, not per answer
+        self.parser: ToolCallParser = resolve_parser(
+            endpoint.tool_parser, endpoint.reasoning_parser
+        )
 
     async def rewrite(self, call: ModelRequest) -> TokenRequest:
         """The prompt rendered to ids (extending the last one when it can)."""
@@ -87,11 +98,15 @@ class TokenUpstream:
         messages, tools = request_to_template(request)
         async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
             prompt = await self.turns.render(renderer, messages, tools)
+            decoder = renderer.renderer
         body = completions_body(
             endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids, options=options
         )
         record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
-        return TokenRequest(call, body, rewrites, record, prompt=prompt)
+        return TokenRequest(
+            call, body, rewrites, record, prompt=prompt, decoder=decoder,
+            tools=tuple(request.tools),
+        )  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
@@ -111,16 +126,20 @@ class TokenUpstream:
         parsed = upstream_json_object(raw)
         completion = parse_completion(self.endpoint.completions_api, parsed)
         self.turns.sampled(request.prompt, completion.ids)
-        answer = self._response(completion, request.call.call_id)
+        answer = self._response(completion, _sampled_text(request.decoder, completion), request)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         record = {"message": message, "tokens": _tokens(request.prompt, completion)}
+        if "parse_problems" in answer.extra:  # answered as plain text: say why
+            record["parse_problems"] = answer.extra["parse_problems"]
         return Answer(parsed, raw, answer, record)
 
-    def _response(self, completion: Completion, call_id: str) -> Response:
-        parser = get_parser(self.endpoint.tool_parser)
+    def _response(self, completion: Completion, text: str, request: TokenRequest) -> Response:
+        call_id, parser = request.call.call_id, self.parser
+        if isinstance(parser, CallParser) and request.tools:
+            parser = parser.for_tools(request.tools)
         result = parser.parse(
-            completion.text, finish=completion.stop_reason or "end_turn",
+            text, finish=completion.stop_reason or "end_turn",
             id_prefix=f"call_{call_id}_",
         )  # fmt: skip
         extra = {"parse_problems": result.problems} if result.problems else {}
@@ -129,6 +148,24 @@ class TokenUpstream:
             parts=result.parts, stop_reason=result.stop_reason, usage=completion.usage,
             extra=extra,
         )  # fmt: skip
+
+
+def _sampled_text(decoder: Renderer | None, completion: Completion) -> str:
+    """What the parsers read: the sampled ids decoded with special tokens kept (servers'
+    text drops ``[TOOL_CALLS]`` and Harmony's markers), less the end-of-turn token the
+    model stopped on; the server's text when there is no decoder or the ids do not decode.
+
+    Decoded on the loop: the answer callback is synchronous, and one completion's decode
+    is short (it can wait for a render holding the tokenizer's lock, though)."""
+    if decoder is None:
+        return completion.text
+    ids = completion.ids
+    if ids and ids[-1] in decoder.eos_token_ids:
+        ids = ids[:-1]
+    try:
+        return decoder.decode(ids)
+    except TokenizerError:
+        return completion.text
 
 
 def _with_sampling(

@@ -97,6 +97,9 @@ class EndpointConfig(BaseModel):
     completions_api: Literal["vllm", "llamacpp"] = "vllm"
     #: how completions are parsed into text, reasoning and tool calls (rolltap.tokens.parsers)
     tool_parser: str = "hermes"
+    #: how the completion's reasoning is split off first: ``think``, ``harmony`` or
+    #: ``none``; None: the tool parser's own (``harmony`` for ``openai``, else ``think``)
+    reasoning_parser: str | None = None
     template_kwargs: dict[str, Any] = Field(default_factory=dict)
     #: tokens besides the tokenizer's EOS that end a turn (e.g. Gemma's ``<end_of_turn>``)
     eos_tokens: tuple[str, ...] = ()
@@ -137,8 +140,11 @@ class EndpointConfig(BaseModel):
     @model_serializer(mode="wrap")
     def _dump_one_address(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Only the field the endpoint was given, so a dump validates back; an endpoint
-        # without replicas dumps as it did before they existed (same identity digest).
+        # without replicas dumps as it did before they existed (same identity digest), and
+        # one without a reasoning parser as before that field existed.
         data: dict[str, Any] = handler(self)
+        if self.reasoning_parser is None:
+            data.pop("reasoning_parser", None)
         if self.replicas:
             data.pop("base_url", None)
         else:

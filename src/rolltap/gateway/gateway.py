@@ -43,6 +43,7 @@ from rolltap.http.auth import AuthThrottle
 from rolltap.pool import Lease, ModelClientPool
 from rolltap.proc.memory import Trimmer
 from rolltap.tokens import RendererRegistry
+from rolltap.tokens.parsers import resolve_parser
 
 __all__ = ["Gateway"]
 
@@ -119,6 +120,8 @@ class Gateway:
             await self.renderers.__aenter__()
             for endpoint in self._endpoints.values():
                 if endpoint.client == "tokens":
+                    # an unknown parser, or Harmony mixed with another, fails the start
+                    resolve_parser(endpoint.tool_parser, endpoint.reasoning_parser)
                     # the first renderer loads while the caller sets up (seed 001's cold start)
                     self.renderers.shared(renderer_config(endpoint))
             await self._start_server(admin=True, port=self.settings.port)

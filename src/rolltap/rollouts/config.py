@@ -16,6 +16,14 @@ base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "h
 model = "gemma"
 api_key_env = "MY_KEY"
 
+[endpoints.train]             # the token client (training): ids in, ids out
+base_url = "http://127.0.0.1:8000/v1"
+model = "Qwen/Qwen3-8B"
+client = "tokens"
+tokenizer = "/models/qwen3-8b"
+tool_parser = "hermes"        # or qwen3_coder, llama3_json, mistral, deepseek_v3, openai
+reasoning_parser = "think"    # or harmony (gpt-oss; implied by tool_parser "openai"), none
+
 [limits]                      # per rollout; enforced by the gateway (and the runner: timeout)
 max_turns = 10
 max_tokens = 4096
@@ -85,6 +93,9 @@ class RunConfig(BaseModel):
     client: Literal["relay", "tokens"] | None = None
     tokenizer: str | None = None
     completions_api: Literal["vllm", "llamacpp"] | None = None
+    #: the token client's parsers (see EndpointConfig); None: the endpoint's
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
     rewards: list[str] = Field(default_factory=lambda: ["contains"])
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -124,7 +135,7 @@ class RunConfig(BaseModel):
         if self.api_key_env is not None:
             fields["api_key_env"] = self.api_key_env
         overridden = ("max_inflight", "replica_cooloff_s", "dialect", "client", "tokenizer",
-                      "completions_api")  # fmt: skip
+                      "completions_api", "tool_parser", "reasoning_parser")  # fmt: skip
         for name in overridden:
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)

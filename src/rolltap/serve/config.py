@@ -19,13 +19,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.net import is_loopback
 from rolltap.errors import ConfigError
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 from rolltap.store.writer_state import DEFAULT_UNAVAILABLE_TIMEOUT_S
+from rolltap.tokens.parsers import resolve_parser
 
 __all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]
 
@@ -105,6 +106,14 @@ class ServeConfig(BaseModel):
     auth_failures_per_minute: int = Field(default=10, gt=0)
     store_unavailable_timeout_s: float = Field(default=DEFAULT_UNAVAILABLE_TIMEOUT_S, gt=0)
     unsaved_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _check_parsers(self) -> ServeConfig:
+        # an unknown parser name fails here, not in every worker's start
+        for endpoint in self.endpoints:
+            if endpoint.client == "tokens":
+                resolve_parser(endpoint.tool_parser, endpoint.reasoning_parser)
+        return self
 
     @property
     def restricts_code(self) -> bool:

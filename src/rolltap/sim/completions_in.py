@@ -13,6 +13,8 @@ the prompt ids, the settings and :attr:`SimConfig.seed`:
   tool (``{"name": …}`` or ``{"type": "function", "function": {…}}``, as Qwen/Hermes
   chat templates list tools between ``<tools>`` and ``</tools>``); A is built from that
   schema like the chat route's arguments. Without one: ``"tool"`` and ``{}``.
+* **Reasoning**: with :attr:`SimConfig.reasoning_tokens`, either opens with that many
+  words in ``<think>\n…\n</think>\n\n``.
 * **Stop strings** end the text before the first one found (the ids keep the token that
   completed it; ``stop_reason`` names it). **max_tokens** caps the ids, the end-of-sequence
   id included, and then the finish reason is ``length``.
@@ -161,18 +163,27 @@ def _tool_listed(ids: tuple[int, ...]) -> tuple[str, Any]:
     return "tool", None
 
 
+def _reasoning(prompt: TokenPrompt, config: SimConfig) -> str:
+    if not config.reasoning_tokens:
+        return ""
+    rng = _rng(config.seed, "reasoning", prompt.ids)
+    words = " ".join(rng.choice(WORDS) for _ in range(config.reasoning_tokens))
+    return f"<think>\n{words}\n</think>\n\n"
+
+
 def _content(prompt: TokenPrompt, config: SimConfig) -> list[int]:
+    reasoning = _reasoning(prompt, config)
     marker = _wants_tool(prompt.ids, config)
     if marker is not None:
         name, parameters = _tool_listed(prompt.ids[marker + 1 :])
         call = {"name": name, "arguments": orjson.loads(tool_arguments(parameters))}
         # json, not orjson: spaced like a model writes it (``{"name": "f", …}``)
         text = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
-        return [*VOCAB.encode(text), VOCAB.eos]
+        return [*VOCAB.encode(reasoning + text), VOCAB.eos]
     rng = _rng(config.seed, "words", prompt.ids)
     words = [rng.choice(WORDS) for _ in range(config.completion_tokens)]
     # Whole words encode to one id each: a word, then space-prefixed words.
-    return [*VOCAB.encode(" ".join(words)), VOCAB.eos]
+    return [*VOCAB.encode(reasoning + " ".join(words)), VOCAB.eos]
 
 
 def _cut_at_stop(ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], str, str | None]:

@@ -149,6 +149,9 @@ class SimConfig(BaseModel):
     #: the token routes answer with a ``<tool_call>`` when the prompt ids hold this
     #: token (see :mod:`rolltap.sim.completions_in`); ``None`` never calls a tool
     tool_marker: str | None = "<tools>"
+    #: the token routes open each completion with this many words of reasoning in
+    #: ``<think>\n…\n</think>\n\n`` (a reasoning model's output); 0: none
+    reasoning_tokens: int = Field(default=0, ge=0)
     #: extra headers on every response, as a real server sends its own (e.g. llama-server's
     #: ``Access-Control-Allow-Origin``, empty when the request had no ``Origin``)
     response_headers: dict[str, str] = Field(default_factory=dict)
