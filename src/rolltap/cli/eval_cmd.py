@@ -147,7 +147,8 @@ def eval_command(
         str | None, typer.Option(help="Tokenizer directory for --client tokens (local: GGUF's)")
     ] = None,
     completions_api: Annotated[
-        str | None, typer.Option(help="Token client upstream: vllm or llamacpp \\[vllm]")
+        str | None,
+        typer.Option(help="Token client upstream: vllm, llamacpp, vllm-generate, sglang \\[vllm]"),
     ] = None,
     n: Annotated[int | None, typer.Option("-n", help="First N tasks")] = None,
     r: Annotated[int | None, typer.Option("-r", help="Rollouts per task \\[1]")] = None,

@@ -25,6 +25,7 @@ import orjson
 
 from rolltap.clients.completions import (
     COMPLETIONS_PATHS,
+    ROOT_FLAVORS,
     Completion,
     completions_body,
     parse_completion,
@@ -87,9 +88,11 @@ class TokenUpstream:
         messages, tools = request_to_template(request)
         async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
             prompt = await self.turns.render(renderer, messages, tools)
+            stop_ids = renderer.eos_token_ids
         body = completions_body(
-            endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids, options=options
-        )
+            endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids,
+            options=options, stop_ids=stop_ids,
+        )  # fmt: skip
         record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
         return TokenRequest(call, body, rewrites, record, prompt=prompt)
 
@@ -98,7 +101,7 @@ class TokenUpstream:
         api, call = self.endpoint.completions_api, request.call
         send = self.client.send(
             COMPLETIONS_PATHS[api], orjson.dumps(request.body), call.headers,
-            rollout_id=call.rollout_id, from_root=api == "llamacpp",
+            rollout_id=call.rollout_id, from_root=api in ROOT_FLAVORS,
         )  # fmt: skip
         async with send as up:
             yield Reply(
@@ -107,9 +110,13 @@ class TokenUpstream:
                 retry_after=up.headers.get("Retry-After"),
             )  # fmt: skip
 
-    def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
+    async def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
         parsed = upstream_json_object(raw)
-        completion = parse_completion(self.endpoint.completions_api, parsed)
+        completion = parse_completion(
+            self.endpoint.completions_api, parsed, prompt_len=len(request.prompt.ids)
+        )
+        if completion.text is None:
+            completion = await self._decoded(completion)
         self.turns.sampled(request.prompt, completion.ids)
         answer = self._response(completion, request.call.call_id)
         # the body is the raw completion; the message is what it parsed to (tool calls)
@@ -117,10 +124,21 @@ class TokenUpstream:
         record = {"message": message, "tokens": _tokens(request.prompt, completion)}
         return Answer(parsed, raw, answer, record)
 
+    async def _decoded(self, completion: Completion) -> Completion:
+        """The completion with its text decoded locally (a server that sends none), the
+        end-of-turn id left out as servers leave it out, special tokens kept (tool-call
+        and reasoning markers are special tokens in many vocabularies)."""
+        ids = completion.ids
+        async with self.renderers.shared(renderer_config(self.endpoint)).acquire() as renderer:
+            if ids and ids[-1] in renderer.eos_token_ids:
+                ids = ids[:-1]
+            text = await renderer.decode(ids, skip_special_tokens=False)
+        return dataclasses.replace(completion, text=text)
+
     def _response(self, completion: Completion, call_id: str) -> Response:
         parser = get_parser(self.endpoint.tool_parser)
         result = parser.parse(
-            completion.text, finish=completion.stop_reason or "end_turn",
+            completion.text or "", finish=completion.stop_reason or "end_turn",
             id_prefix=f"call_{call_id}_",
         )  # fmt: skip
         extra = {"parse_problems": result.problems} if result.problems else {}

@@ -84,7 +84,7 @@ class RunConfig(BaseModel):
     dialect: Literal["chat", "messages", "responses"] | None = None
     client: Literal["relay", "tokens"] | None = None
     tokenizer: str | None = None
-    completions_api: Literal["vllm", "llamacpp"] | None = None
+    completions_api: Literal["vllm", "llamacpp", "vllm-generate", "sglang"] | None = None
     rewards: list[str] = Field(default_factory=lambda: ["contains"])
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
