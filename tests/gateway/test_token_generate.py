@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import openai
+import orjson
 import pytest
 from aiohttp import web
 
@@ -253,3 +254,38 @@ async def test_the_request_is_at_the_root_bounded_and_whole(
     if api == "vllm-generate":
         assert reply.usage.prompt_tokens == len(prompt)
     assert response["tokens"]["completion_logprobs"] is None
+
+
+async def test_an_sglang_stream_answer_is_read_from_its_last_chunk_only(
+    tokenizer_dir: Path, http: aiohttp.ClientSession
+) -> None:
+    # a server that streams although asked not to: cumulative chunks, never concatenated
+    chunks = [{"output_ids": [5][:n] + [VOCAB.eos][: n - 1], "meta_info": {
+        "prompt_tokens": 9, "completion_tokens": n,
+        "finish_reason": {"type": "stop", "matched": VOCAB.eos} if n == 2 else None}}
+        for n in (1, 2)]  # fmt: skip
+    sse = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=sse, content_type="text/event-stream")
+
+    app = web.Application()
+    app.router.add_post("/generate", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    gateway = await _gateway(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", tokenizer_dir,
+                             "sglang")  # fmt: skip
+    try:
+        rollout = await register(http, gateway)
+        async with openai_client(rollout) as client:
+            reply = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+        evs = await events(http, gateway, rollout["id"])
+    finally:
+        await gateway.aclose()
+        await runner.cleanup()
+    (response,) = [e["payload"] for e in evs if e["kind"] == "model_response"]
+    assert response["tokens"]["completion_ids"] == [5, VOCAB.eos]
+    assert reply.choices[0].message.content == VOCAB.decode([5])

@@ -40,6 +40,7 @@ __all__ = [
     "Completion",
     "CompletionsFlavor",
     "completions_body",
+    "last_event",
     "parse_completion",
 ]
 
@@ -156,6 +157,20 @@ def _llamacpp(body: Mapping[str, Any]) -> Completion:
         stop_reason=stop,
         usage=Usage(int(body.get("tokens_evaluated", 0)), int(body.get("tokens_predicted", 0))),
     )  # fmt: skip
+
+
+def last_event(raw: bytes) -> bytes | None:
+    """The data of the last event of a server-sent event body (``[DONE]`` aside); ``None``
+    when ``raw`` is not one. SGLang's stream chunks are cumulative: the last one is the
+    whole answer, so the chunks are never joined."""
+    if not raw.lstrip().startswith(b"data:"):
+        return None
+    last = None
+    for line in raw.splitlines():
+        data = line.removeprefix(b"data:").strip()
+        if line.startswith(b"data:") and data and data != b"[DONE]":
+            last = data
+    return last
 
 
 def _aborted(flavor: str) -> UpstreamProtocolError:

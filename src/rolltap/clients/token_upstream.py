@@ -28,6 +28,7 @@ from rolltap.clients.completions import (
     ROOT_FLAVORS,
     Completion,
     completions_body,
+    last_event,
     parse_completion,
 )
 from rolltap.clients.relay import RelayClient, relayed_headers
@@ -111,6 +112,9 @@ class TokenUpstream:
             )  # fmt: skip
 
     async def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
+        if self.endpoint.completions_api == "sglang":
+            # asked for a whole answer; a server that streams anyway sends cumulative chunks
+            raw = last_event(raw) or raw
         parsed = upstream_json_object(raw)
         completion = parse_completion(
             self.endpoint.completions_api, parsed, prompt_len=len(request.prompt.ids)
