@@ -17,6 +17,7 @@ __all__ = [
     "call_stats",
     "failure_of",
     "made_no_model_calls",
+    "no_model_calls_note",
 ]
 
 #: the ``note`` event's text (and the result's, the summary's field) for a rollout that
@@ -71,6 +72,12 @@ def made_no_model_calls(status: str, stats: CallStats) -> bool:
     and no error, so its reward (a harness that printed the task scores 1) is not the
     model's."""
     return status in _HARNESS_RAN and stats.calls == 0 and stats.errors == 0
+
+
+def no_model_calls_note() -> dict[str, Any]:
+    """The ``note`` event's payload for such a rollout (docs/events.md, "No model calls")."""
+    message = "the rollout ended without a model call through the gateway: its reward says "
+    return {"text": NO_MODEL_CALLS, "data": {"message": message + "nothing about the model"}}
 
 
 def failure_of(status: str, events: Iterable[Event], error: str | None) -> tuple[str, str] | None:

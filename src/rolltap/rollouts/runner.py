@@ -33,6 +33,7 @@ from rolltap.rollouts.results import (
     call_stats,
     failure_of,
     made_no_model_calls,
+    no_model_calls_note,
 )
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
@@ -275,11 +276,7 @@ class Runner:
         result.calls = call_stats(rollout.log)
         if made_no_model_calls(status, result.calls):
             result.no_model_calls = True
-            rollout.log.append(EventKind.NOTE, {
-                "text": NO_MODEL_CALLS,
-                "data": {"message": "the rollout ended without a model call through the "
-                                    "gateway: its reward says nothing about the model"},
-            })  # fmt: skip
+            rollout.log.append(EventKind.NOTE, no_model_calls_note())
         release()  # the rollout is over: its final commit need not hold a place
         await self._final_commit(result.session_id, rollout.log, result, limit=hit)
 
