@@ -43,7 +43,7 @@ def _responses(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e["payload"] for e in evs if e["kind"] == "model_response"]
 
 
-@pytest.mark.parametrize("api", ["vllm", "llamacpp"])
+@pytest.mark.parametrize("api", ["vllm", "llamacpp", "vllm-generate", "sglang"])
 async def test_a_chat_tool_loop_extends_one_token_sequence(
     api: str, sim: Simulator, tokenizer_dir: Path, http: aiohttp.ClientSession
 ) -> None:

@@ -160,9 +160,13 @@ async def test_none_qualifying_is_an_error_naming_them(store: Store, tmp_path: P
         await _session(store, run.id, f"s{n:02}", EventLog())
     dest = tmp_path / "out.jsonl"
     async with reading(store.engine) as conn:
-        with pytest.raises(StoreValidationError, match=r"s00, s01,.* s09 and 2 more"):
+        # sessions without a single model call are named as such
+        match = r"s00 \(no_model_calls\), s01 \(no_model_calls\),.* s09 \(no_model_calls\) and 2"
+        with pytest.raises(StoreValidationError, match=match):
             await export_tokens(conn, dest, run=None, session=None)
-        for where in ({"run": "nope", "session": None}, {"run": None, "session": "nope"}):
+        wheres: list[dict[str, Any]] = [{"run": "nope", "session": None},
+                                        {"run": None, "session": "nope"}]  # fmt: skip
+        for where in wheres:
             with pytest.raises(StoreNotFoundError):
                 await export_tokens(conn, dest, **where)
     assert not dest.exists()
@@ -184,7 +188,10 @@ def test_cli_export_tokens(tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "exported 1 rollout(s)" in result.stderr
-    assert "skipped 1 session(s) without token records" in result.stderr
+    # s2 made no model call: left out, and said so
+    assert "skipped (--include-empty writes them): 1 session(s) that made no model call" in (
+        result.stderr
+    )
     (line,) = [orjson.loads(raw) for raw in out.read_bytes().splitlines()]
     assert (line["session_id"], line["tokens"]) == ("s1", [*P1, *C1])
     to_stdout = runner.invoke(app, [*args, "-o", "-", "--session", "s1"])

@@ -96,6 +96,16 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         render_summary(console, result.run_id, result.summary)
+    empty = int(result.summary.get("no_model_calls", 0))
+    if empty:
+        # a harness that never called the model can still score (it printed the task):
+        # said last, on stderr, so it is not lost above a long table
+        err_console.print(
+            f"warning: {empty} of {result.summary['rollouts']} rollout(s) made no model call "
+            "through the gateway (no_model_calls): their rewards say nothing about the model; "
+            "check that the harness uses the base URL and key it is given",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
     if result.interrupted:
         store = f" --store {config.store}" if config.store else ""
         err_console.print(
@@ -149,7 +159,8 @@ def eval_command(
         str | None, typer.Option(help="Tokenizer directory for --client tokens (local: GGUF's)")
     ] = None,
     completions_api: Annotated[
-        str | None, typer.Option(help="Token client upstream: vllm or llamacpp \\[vllm]")
+        str | None,
+        typer.Option(help="Token client upstream: vllm, llamacpp, vllm-generate, sglang \\[vllm]"),
     ] = None,
     tool_parser: ToolParserOpt = None,
     reasoning_parser: ReasoningParserOpt = None,

@@ -151,6 +151,14 @@ def sessions_export(
             "rollout (docs/datasets-export.md; the hf extra).",
         ),
     ] = "jsonl",
+    include_empty: Annotated[
+        bool,
+        typer.Option(
+            "--include-empty",
+            help="tokens: also write rollouts that made no model call (no_model_calls), "
+            "with no turns; left out by default.",
+        ),
+    ] = False,
 ) -> None:
     """Export sessions as JSONL: one session per line with its events, forks resolved.
 
@@ -169,7 +177,10 @@ def sessions_export(
             dest = sys.stdout.buffer if output == "-" else Path(output)
             if fmt == "tokens":
                 async with reading(opened.engine) as conn:
-                    _report_tokens(await export_tokens(conn, dest, run=run_id, session=session_id))
+                    tokens = await export_tokens(
+                        conn, dest, run=run_id, session=session_id, include_empty=include_empty
+                    )
+                _report_tokens(tokens, include_empty)
                 return
             if fmt == "hf":
                 async with reading(opened.engine) as conn:
@@ -183,8 +194,14 @@ def sessions_export(
     run_async(main())
 
 
-def _report_tokens(result: TokenExport) -> None:
+def _report_tokens(result: TokenExport, include_empty: bool) -> None:
     err_console.print(f"exported {result.exported} rollout(s)")
+    if result.no_model_calls:
+        what = "included" if include_empty else "skipped (--include-empty writes them)"
+        err_console.print(
+            f"{what}: {len(result.no_model_calls)} session(s) that made no model call "
+            "(no_model_calls)", markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
     if result.without_tokens:
         err_console.print(f"skipped {len(result.without_tokens)} session(s) without token records")
     for session_id, why in result.malformed.items():

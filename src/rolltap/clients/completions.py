@@ -1,16 +1,25 @@
 """Token-in, token-out completions: the upstream side of the token client.
 
-Two wire flavors ask a server to continue a list of prompt token ids and to say which
+Four wire flavors ask a server to continue a list of prompt token ids and to say which
 ids it sampled, with their logprobs:
 
 - ``vllm``: ``POST /v1/completions`` with ``prompt: [ids]``, ``logprobs: 0``,
   ``return_tokens_as_token_ids`` and ``return_token_ids`` (vLLM and SGLang's
   OpenAI-compatible servers);
 - ``llamacpp``: ``POST /completion`` with ``prompt: [ids]``, ``n_probs: 1`` and
-  ``return_tokens`` (llama.cpp's own server, as the built-in local model runs it).
+  ``return_tokens`` (llama.cpp's own server, as the built-in local model runs it);
+- ``vllm-generate``: vLLM's tokens-in/tokens-out ``POST /inference/v1/generate`` (at the
+  server root) with ``token_ids`` and ``sampling_params`` (``logprobs: 0``); the answer
+  has ``choices[].token_ids`` and ``choices[].logprobs.content[].logprob``, no text;
+- ``sglang``: SGLang's native ``POST /generate`` (at the root) with ``input_ids``,
+  ``sampling_params`` and ``return_logprob``; the answer has ``output_ids`` and
+  ``meta_info`` (counts, ``finish_reason.type``, ``output_token_logprobs``), no text
+  the parsers can use. A ``finish_reason.type`` of ``abort`` is ``upstream_bad_response``.
 
-Both are parsed into one :class:`Completion`; the sampled ids include the end-of-turn
-token when the model stopped on it (servers leave it out of the text only).
+All are parsed into one :class:`Completion`; the sampled ids include the end-of-turn
+token when the model stopped on it (servers leave it out of the text only). The two
+``/generate`` flavors leave ``text`` None: the token client decodes the ids locally.
+A max token count is always sent (engine defaults differ, 16 or 128).
 
 >>> completions_body("llamacpp", model="m", prompt_ids=[1, 2], options={"max_tokens": 8})
 {'prompt': [1, 2], 'n_predict': 8, 'n_probs': 1, 'return_tokens': True, 'cache_prompt': True}
@@ -27,17 +36,26 @@ from rolltap.errors import UpstreamProtocolError
 
 __all__ = [
     "COMPLETIONS_PATHS",
+    "ROOT_FLAVORS",
     "Completion",
     "CompletionsFlavor",
     "completions_body",
+    "last_event",
     "parse_completion",
 ]
 
-CompletionsFlavor = Literal["vllm", "llamacpp"]
-COMPLETIONS_PATHS: Mapping[str, str] = {"vllm": "/v1/completions", "llamacpp": "/completion"}
+CompletionsFlavor = Literal["vllm", "llamacpp", "vllm-generate", "sglang"]
+COMPLETIONS_PATHS: Mapping[str, str] = {
+    "vllm": "/v1/completions", "llamacpp": "/completion",
+    "vllm-generate": "/inference/v1/generate", "sglang": "/generate",
+}  # fmt: skip
+#: flavors whose path is at the server root, not under the base URL's ``/v1``
+ROOT_FLAVORS = frozenset({"llamacpp", "vllm-generate", "sglang"})
 
 #: request option (the run's and the harness's names) → llama.cpp's name
 _LLAMACPP_NAMES = {"max_tokens": "n_predict"}
+#: … → SGLang's sampling_params names
+_SGLANG_NAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed"}
 _TOKEN_ID_PREFIX = "token_id:"
 _VLLM_STOP: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
 _LLAMACPP_STOP: dict[str, StopReason] = {
@@ -51,7 +69,8 @@ class Completion:
 
     id: str
     model: str
-    text: str
+    #: the server's text; None when it sends none (the ``/generate`` flavors)
+    text: str | None
     ids: tuple[int, ...]
     logprobs: tuple[float, ...] | None
     stop_reason: StopReason | None
@@ -60,9 +79,22 @@ class Completion:
 
 def completions_body(
     flavor: CompletionsFlavor, *, model: str, prompt_ids: Sequence[int],
-    options: Mapping[str, Any],
+    options: Mapping[str, Any], stop_ids: Sequence[int] = (),
 ) -> dict[str, Any]:  # fmt: skip
-    """The request body; ``options`` are sampling settings under chat's names."""
+    """The request body; ``options`` are sampling settings under chat's names;
+    ``stop_ids`` end a turn (sent to SGLang as ``stop_token_ids``)."""
+    if flavor == "vllm-generate":
+        params = {**options, "logprobs": 0}
+        return {"model": model, "token_ids": list(prompt_ids), "sampling_params": params,
+                "stream": False}  # fmt: skip
+    if flavor == "sglang":
+        params = {_SGLANG_NAMES.get(k, k): v for k, v in options.items()}
+        if stop_ids:
+            params["stop_token_ids"] = list(stop_ids)
+        # special tokens kept: tool-call and reasoning markers are special in many vocabularies
+        params["skip_special_tokens"] = False
+        return {"input_ids": list(prompt_ids), "sampling_params": params,
+                "return_logprob": True, "stream": False}  # fmt: skip
     if flavor == "llamacpp":
         body: dict[str, Any] = {"prompt": list(prompt_ids)}
         body.update({_LLAMACPP_NAMES.get(k, k): v for k, v in options.items()})
@@ -73,11 +105,19 @@ def completions_body(
     return body
 
 
-def parse_completion(flavor: CompletionsFlavor, body: Mapping[str, Any]) -> Completion:
-    """The upstream's answer; :class:`UpstreamProtocolError` when it lacks the ids."""
+def parse_completion(
+    flavor: CompletionsFlavor, body: Mapping[str, Any], *, prompt_len: int = 0
+) -> Completion:
+    """The upstream's answer; :class:`UpstreamProtocolError` when it lacks the ids, or
+    when the engine says it aborted the request. ``prompt_len`` counts the prompt when
+    the answer has no usage."""
     try:
         if flavor == "llamacpp":
             return _llamacpp(body)
+        if flavor == "vllm-generate":
+            return _vllm_generate(body, prompt_len)
+        if flavor == "sglang":
+            return _sglang(body)
         return _vllm(body)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise UpstreamProtocolError(
@@ -116,4 +156,73 @@ def _llamacpp(body: Mapping[str, Any]) -> Completion:
         logprobs=None if not probs else tuple(float(p["logprob"]) for p in probs),
         stop_reason=stop,
         usage=Usage(int(body.get("tokens_evaluated", 0)), int(body.get("tokens_predicted", 0))),
+    )  # fmt: skip
+
+
+def last_event(raw: bytes) -> bytes | None:
+    """The data of the last event of a server-sent event body (``[DONE]`` aside); ``None``
+    when ``raw`` is not one. SGLang's stream chunks are cumulative: the last one is the
+    whole answer, so the chunks are never joined."""
+    if not raw.lstrip().startswith(b"data:"):
+        return None
+    last = None
+    for line in raw.splitlines():
+        data = line.removeprefix(b"data:").strip()
+        if line.startswith(b"data:") and data and data != b"[DONE]":
+            last = data
+    return last
+
+
+def _aborted(flavor: str) -> UpstreamProtocolError:
+    return UpstreamProtocolError(f"upstream aborted the generation ({flavor})")
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(type(v) is int for v in values):
+        raise ValueError("token ids must be a list of integers")
+    return tuple(values)
+
+
+def _vllm_generate(body: Mapping[str, Any], prompt_len: int) -> Completion:
+    choice = body["choices"][0]
+    ids = _ints(choice["token_ids"])
+    finish = choice.get("finish_reason")
+    if finish == "abort":
+        raise _aborted("vllm-generate")
+    content = (choice.get("logprobs") or {}).get("content")
+    values = None if content is None else tuple(float(c["logprob"]) for c in content)
+    if values is not None and len(values) != len(ids):
+        raise ValueError("one logprob per token id expected")
+    stop = _VLLM_STOP.get(finish) if isinstance(finish, str) else None
+    usage = body.get("usage")
+    counts = (
+        Usage(int(usage["prompt_tokens"]), int(usage["completion_tokens"]))
+        if isinstance(usage, dict) else Usage(prompt_len, len(ids))
+    )  # fmt: skip
+    return Completion(
+        id=str(body.get("request_id") or body.get("id") or ""), model=str(body.get("model", "")),
+        text=None, ids=ids, logprobs=values, stop_reason=stop, usage=counts,
+    )  # fmt: skip
+
+
+def _sglang(body: Mapping[str, Any]) -> Completion:
+    meta = body["meta_info"]
+    finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else None
+    if kind == "abort":
+        raise _aborted("sglang")
+    ids = _ints(body["output_ids"])
+    entries = meta.get("output_token_logprobs")
+    values = None if entries is None else tuple(float(e[0]) for e in entries)
+    if entries is not None and [int(e[1]) for e in entries] != list(ids):
+        raise ValueError("output_token_logprobs do not match output_ids")
+    stop: StopReason | None = None
+    if kind == "length":
+        stop = "max_tokens"
+    elif kind == "stop":
+        stop = "stop_sequence" if isinstance(finish.get("matched"), str) else "end_turn"
+    return Completion(
+        id=str(meta.get("id", "")), model=str(body.get("model", "")), text=None, ids=ids,
+        logprobs=values, stop_reason=stop,
+        usage=Usage(int(meta["prompt_tokens"]), int(meta["completion_tokens"])),
     )  # fmt: skip

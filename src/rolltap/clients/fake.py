@@ -15,6 +15,7 @@ an exception (raised where it stands, as a connection breaking mid-body). A repl
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -125,11 +126,11 @@ class FakeUpstream:
         headers = dict(reply.headers)
         yield Reply(
             reply.status, headers, reply.kind, self.dialect, FakeBody(reply.pieces),
-            lambda raw: _parse(reply, raw), retry_after=headers.get("Retry-After"),
+            functools.partial(_parse, reply), retry_after=headers.get("Retry-After"),
         )  # fmt: skip
 
 
-def _parse(reply: FakeReply, raw: bytes) -> Answer:
+async def _parse(reply: FakeReply, raw: bytes) -> Answer:
     if reply.answer is not None:
         return reply.answer
     return Answer(upstream_json_object(raw), raw)

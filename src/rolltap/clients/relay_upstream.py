@@ -77,7 +77,7 @@ class RelayUpstream:
             )  # fmt: skip
 
 
-def _answer(raw: bytes) -> Answer:
+async def _answer(raw: bytes) -> Answer:
     return Answer(upstream_json_object(raw), raw)
 
 

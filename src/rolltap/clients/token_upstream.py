@@ -26,8 +26,10 @@ import orjson
 
 from rolltap.clients.completions import (
     COMPLETIONS_PATHS,
+    ROOT_FLAVORS,
     Completion,
     completions_body,
+    last_event,
     parse_completion,
 )
 from rolltap.clients.relay import RelayClient, relayed_headers
@@ -39,8 +41,9 @@ from rolltap.dialects.registry import get_dialect
 from rolltap.errors import TokenizerError
 from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
+from rolltap.tokens.handle import RendererHandle
 from rolltap.tokens.parsers import CallParser, ToolCallParser, resolve_parser
-from rolltap.tokens.renderer import RenderedPrompt, Renderer
+from rolltap.tokens.renderer import RenderedPrompt
 from rolltap.tokens.turns import TokenTurns
 
 __all__ = ["DEFAULT_MAX_TOKENS", "TokenRequest", "TokenUpstream", "renderer_config"]
@@ -64,9 +67,6 @@ class TokenRequest(UpstreamRequest):
     """A completions request, with the rendered prompt its answer is recorded against."""
 
     prompt: RenderedPrompt = dataclasses.field(kw_only=True)
-    #: decodes the sampled ids for the parsers (thread-safe; a pool's renderer outlives
-    #: its handle)
-    decoder: Renderer | None = dataclasses.field(default=None, kw_only=True)
     #: the tools the harness offered (a parser may type call values by their schemas)
     tools: tuple[Tool, ...] = dataclasses.field(default=(), kw_only=True)
 
@@ -98,22 +98,20 @@ class TokenUpstream:
         messages, tools = request_to_template(request)
         async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
             prompt = await self.turns.render(renderer, messages, tools)
-            decoder = renderer.renderer
+            stop_ids = renderer.eos_token_ids
         body = completions_body(
-            endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids, options=options
-        )
-        record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
-        return TokenRequest(
-            call, body, rewrites, record, prompt=prompt, decoder=decoder,
-            tools=tuple(request.tools),
+            endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids,
+            options=options, stop_ids=stop_ids,
         )  # fmt: skip
+        record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
+        return TokenRequest(call, body, rewrites, record, prompt=prompt, tools=tuple(request.tools))
 
     @asynccontextmanager
     async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
         api, call = self.endpoint.completions_api, request.call
         send = self.client.send(
             COMPLETIONS_PATHS[api], orjson.dumps(request.body), call.headers,
-            rollout_id=call.rollout_id, from_root=api == "llamacpp",
+            rollout_id=call.rollout_id, from_root=api in ROOT_FLAVORS,
         )  # fmt: skip
         async with send as up:
             yield Reply(
@@ -122,11 +120,18 @@ class TokenUpstream:
                 retry_after=up.headers.get("Retry-After"),
             )  # fmt: skip
 
-    def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
+    async def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
+        if self.endpoint.completions_api == "sglang":
+            # asked for a whole answer; a server that streams anyway sends cumulative chunks
+            raw = last_event(raw) or raw
         parsed = upstream_json_object(raw)
-        completion = parse_completion(self.endpoint.completions_api, parsed)
+        completion = parse_completion(
+            self.endpoint.completions_api, parsed, prompt_len=len(request.prompt.ids)
+        )
+        async with self.renderers.shared(renderer_config(self.endpoint)).acquire() as renderer:
+            text = await sampled_text(renderer, completion)
         self.turns.sampled(request.prompt, completion.ids)
-        answer = self._response(completion, _sampled_text(request.decoder, completion), request)
+        answer = self._response(completion, text, request)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         record = {"message": message, "tokens": _tokens(request.prompt, completion)}
@@ -150,22 +155,21 @@ class TokenUpstream:
         )  # fmt: skip
 
 
-def _sampled_text(decoder: Renderer | None, completion: Completion) -> str:
-    """What the parsers read: the sampled ids decoded with special tokens kept (servers'
-    text drops ``[TOOL_CALLS]`` and Harmony's markers), less the end-of-turn token the
-    model stopped on; the server's text when there is no decoder or the ids do not decode.
-
-    Decoded on the loop: the answer callback is synchronous, and one completion's decode
-    is short (it can wait for a render holding the tokenizer's lock, though)."""
-    if decoder is None:
-        return completion.text
+async def sampled_text(renderer: RendererHandle, completion: Completion) -> str:
+    """What the parsers read: the sampled ids decoded locally with special tokens kept
+    (servers' text drops ``[TOOL_CALLS]`` and Harmony's markers; ``/generate`` sends none),
+    less the end-of-turn id the model stopped on; decoded off the loop by the pooled
+    renderer. The server's text when the ids do not decode."""
     ids = completion.ids
-    if ids and ids[-1] in decoder.eos_token_ids:
+    if ids and ids[-1] in renderer.eos_token_ids:
         ids = ids[:-1]
     try:
-        return decoder.decode(ids)
+        text: str = await renderer.decode(ids, skip_special_tokens=False)
     except TokenizerError:
+        if completion.text is None:
+            raise
         return completion.text
+    return text
 
 
 def _with_sampling(

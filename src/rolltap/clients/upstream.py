@@ -18,7 +18,7 @@ A new kind of upstream is one class with these two methods and a ``name``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -117,8 +117,9 @@ class Reply:
     #: a stream's or a body's dialect, and the dialect of every error body
     dialect: Dialect
     body: Body
-    #: the whole body → the answer (a status under 400)
-    parse: Callable[[bytes], Answer]
+    #: the whole body → the answer (a status under 400); async, as a token upstream may
+    #: decode the sampled ids with its tokenizer
+    parse: Callable[[bytes], Awaitable[Answer]]
     #: ``Retry-After`` as the upstream sent it
     retry_after: str | None = None
 

@@ -93,8 +93,9 @@ class EndpointConfig(BaseModel):
     #: with ``tokenizer`` and calls the upstream's completions API (training)
     client: ClientKind = "relay"
     tokenizer: str | None = None
-    #: the token client's upstream API: vLLM/SGLang ``/v1/completions`` or llama.cpp's
-    completions_api: Literal["vllm", "llamacpp"] = "vllm"
+    #: the token client's upstream API: ``/v1/completions`` (vLLM, SGLang), llama.cpp's
+    #: ``/completion``, vLLM's ``/inference/v1/generate`` or SGLang's ``/generate``
+    completions_api: Literal["vllm", "llamacpp", "vllm-generate", "sglang"] = "vllm"
     #: how completions are parsed into text, reasoning and tool calls (rolltap.tokens.parsers)
     tool_parser: str = "hermes"
     #: how the completion's reasoning is split off first: ``think``, ``harmony`` or

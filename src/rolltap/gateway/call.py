@@ -223,7 +223,7 @@ class ModelCall:
         else:
             raw = await reply.body.read()
         self.t_first = time.perf_counter()
-        answer = reply.parse(raw)
+        answer = await reply.parse(raw)
         canonical = None
         if not path.chat:
             canonical = answer.canonical or reply.dialect.response_to_canonical(answer.body)

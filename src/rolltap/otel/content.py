@@ -75,7 +75,11 @@ def output_attributes(
     try:
         if dialect.startswith(_COMPLETIONS):
             completion = parse_completion(completions_api, body)
-            parts: list[dict[str, Any]] = [{"type": "text", "content": completion.text}]
+            text = completion.text
+            if text is None:  # a /generate answer: the parsed message has the text
+                message = payload.get("message")
+                text = message.get("content") if isinstance(message, dict) else None
+            parts: list[dict[str, Any]] = [{"type": "text", "content": text or ""}]
             stop = completion.stop_reason
         elif dialect in DIALECTS:
             answer = DIALECTS[dialect].response_to_canonical(body)

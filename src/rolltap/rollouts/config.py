@@ -92,7 +92,7 @@ class RunConfig(BaseModel):
     dialect: Literal["chat", "messages", "responses"] | None = None
     client: Literal["relay", "tokens"] | None = None
     tokenizer: str | None = None
-    completions_api: Literal["vllm", "llamacpp"] | None = None
+    completions_api: Literal["vllm", "llamacpp", "vllm-generate", "sglang"] | None = None
     #: the token client's parsers (see EndpointConfig); None: the endpoint's
     tool_parser: str | None = None
     reasoning_parser: str | None = None

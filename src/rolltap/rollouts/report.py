@@ -132,6 +132,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [
         ("model calls", _fmt(summary["model_calls"])),
         ("model errors", _fmt(summary["model_errors"])),
+        ("no model calls", _fmt(summary.get("no_model_calls", 0))),
         ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
         ("completion tokens", _fmt(summary["tokens"]["completion"])),
     ]

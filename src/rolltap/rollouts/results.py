@@ -9,7 +9,23 @@ from typing import Any
 from rolltap.store import FAILED_STATUSES, Event, EventKind
 from rolltap.store.outcome import HARNESS_ERROR
 
-__all__ = ["HARNESS_ERROR", "CallStats", "RolloutResult", "call_stats", "failure_of"]
+__all__ = [
+    "HARNESS_ERROR",
+    "NO_MODEL_CALLS",
+    "CallStats",
+    "RolloutResult",
+    "call_stats",
+    "failure_of",
+    "made_no_model_calls",
+    "no_model_calls_note",
+]
+
+#: the ``note`` event's text (and the result's, the summary's field) for a rollout that
+#: ended without a model call
+NO_MODEL_CALLS = "no_model_calls"
+#: statuses in which the harness ran to an end of its own (a cancelled rollout may never
+#: have started it; an ``error`` one may have failed before it)
+_HARNESS_RAN = frozenset({"completed", "limit_reached", "failed", "timeout"})
 
 
 @dataclass(slots=True)
@@ -51,6 +67,19 @@ def call_stats(events: Iterable[Event]) -> CallStats:
     return stats
 
 
+def made_no_model_calls(status: str, stats: CallStats) -> bool:
+    """Whether a rollout that ended in ``status`` made no model call at all: no answer
+    and no error, so its reward (a harness that printed the task scores 1) is not the
+    model's."""
+    return status in _HARNESS_RAN and stats.calls == 0 and stats.errors == 0
+
+
+def no_model_calls_note() -> dict[str, Any]:
+    """The ``note`` event's payload for such a rollout (docs/events.md, "No model calls")."""
+    message = "the rollout ended without a model call through the gateway: its reward says "
+    return {"text": NO_MODEL_CALLS, "data": {"message": message + "nothing about the model"}}
+
+
 def failure_of(status: str, events: Iterable[Event], error: str | None) -> tuple[str, str] | None:
     """``(code, message)`` of a rollout that ended in a failed status, else ``None``.
 
@@ -77,7 +106,9 @@ class RolloutResult:
     ``reward`` is ``None`` for ``error`` and ``cancelled`` rollouts (they say nothing
     about the model); ``failed`` and ``timeout`` rollouts score 0.0. A rollout that did
     not succeed has an ``error_code`` and ``error_message`` (see :func:`failure_of`);
-    ``commit_failed`` says its final store commit failed.
+    ``commit_failed`` says its final store commit failed. ``no_model_calls`` flags a
+    rollout whose harness ran but made not a single model call through the gateway (its
+    reward says nothing about the model: see :func:`made_no_model_calls`).
     """
 
     task_id: str
@@ -90,6 +121,7 @@ class RolloutResult:
     error_code: str | None = None
     error_message: str | None = None
     commit_failed: bool = False
+    no_model_calls: bool = False
     components: dict[str, float] = field(default_factory=dict)
     calls: CallStats = field(default_factory=CallStats)
     #: seconds since the run started when the rollout was admitted
@@ -110,4 +142,5 @@ class RolloutResult:
             "calls": self.calls.calls,
             "prompt_tokens": self.calls.prompt_tokens,
             "completion_tokens": self.calls.completion_tokens,
+            "no_model_calls": self.no_model_calls,
         }

@@ -27,7 +27,14 @@ from rolltap.errors import RolltapError, StoreBusyError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
 from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
-from rolltap.rollouts.results import RolloutResult, call_stats, failure_of
+from rolltap.rollouts.results import (
+    NO_MODEL_CALLS,
+    RolloutResult,
+    call_stats,
+    failure_of,
+    made_no_model_calls,
+    no_model_calls_note,
+)
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
 from rolltap.rollouts.unsaved import Unsaved, is_fatal
@@ -267,6 +274,9 @@ class Runner:
         if result.error_code is None and failure is not None:
             result.error_code, result.error_message = failure
         result.calls = call_stats(rollout.log)
+        if made_no_model_calls(status, result.calls):
+            result.no_model_calls = True
+            rollout.log.append(EventKind.NOTE, no_model_calls_note())
         release()  # the rollout is over: its final commit need not hold a place
         await self._final_commit(result.session_id, rollout.log, result, limit=hit)
 
@@ -296,7 +306,8 @@ class Runner:
         events.append(
             EventKind.STATUS,
             {"status": result.status, "error": result.error, "limit": limit,
-             "answer": result.answer, **_error_fields(result)},
+             "answer": result.answer, **_error_fields(result),
+             **({NO_MODEL_CALLS: True} if result.no_model_calls else {})},
         )  # fmt: skip
         self._unsaved.ended(session_id, events, result.status, result.reward)
         if self.store_failure is not None:

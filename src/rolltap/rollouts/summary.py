@@ -92,6 +92,7 @@ def summarize(results: Sequence[RolloutResult], *, r: int = 1) -> dict[str, Any]
         },
         "model_calls": sum(res.calls.calls for res in results),
         "model_errors": sum(res.calls.errors for res in results),
+        "no_model_calls": sum(res.no_model_calls for res in results),
         "errors": _errors(results),
         "latency_ms": _latency(latencies),
         "ttfc_ms": _latency(ttfc),

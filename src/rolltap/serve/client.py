@@ -69,6 +69,8 @@ class ServeResult:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: the harness ended without a single model call (docs/events.md, "No model calls")
+    no_model_calls: bool = False
     #: the store gave up before this rollout's session was saved: the file holding it
     #: (``rolltap sessions import`` loads it)
     unsaved_file: str | None = None

@@ -39,6 +39,7 @@ def terminal_result(
         "calls": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "no_model_calls": False,
     }
 
 

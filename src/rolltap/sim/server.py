@@ -1,7 +1,8 @@
 """The :class:`Simulator`: an aiohttp low-level server speaking several model APIs.
 
 OpenAI chat completions, Anthropic Messages, OpenAI Responses, and token-id completions
-(vLLM's ``/v1/completions``, llama.cpp's ``/completion``), told apart by route.
+(vLLM's ``/v1/completions`` and ``/inference/v1/generate``, llama.cpp's ``/completion``,
+SGLang's ``/generate``), told apart by route.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aiohttp import web
 from rolltap.sim.chat import CHAT
 from rolltap.sim.completions import COMPLETIONS
 from rolltap.sim.config import SimConfig
+from rolltap.sim.generate import SGLANG, VLLM_GENERATE
 from rolltap.sim.handler import Handler
 from rolltap.sim.llamacpp import LLAMACPP
 from rolltap.sim.messages import COUNT_TOKENS, MESSAGES
@@ -40,6 +42,8 @@ _ROUTES: dict[str, Dialect] = {
     "/v1/responses": RESPONSES,
     "/v1/completions": COMPLETIONS,
     "/completion": LLAMACPP,
+    "/inference/v1/generate": VLLM_GENERATE,
+    "/generate": SGLANG,
 }
 
 
@@ -62,6 +66,10 @@ class Simulator:
                                           ``return_token_ids``, ``stop``)
     ``POST /completion``                  llama.cpp's native completion (token ids,
                                           ``n_predict``, ``n_probs``, ``return_tokens``)
+    ``POST /inference/v1/generate``       vLLM's tokens-in/tokens-out route (``token_ids``,
+                                          ``sampling_params``; stream and not)
+    ``POST /generate``                    SGLang's native route (``input_ids``,
+                                          ``return_logprob``; cumulative stream chunks)
     ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
     ``GET /stats``                        :meth:`snapshot`: the counters, prefix-cache hits
                                           and requests per routing header value

@@ -88,6 +88,7 @@ class RunStats:
             },
             "model_calls": None,
             "model_errors": None,
+            "no_model_calls": None,
             "errors": self.errors(),
             "latency_ms": dict(_NO_PERCENTILES),
             "ttfc_ms": dict(_NO_PERCENTILES),

@@ -5,7 +5,9 @@ Built from the ``tokens`` records a token client adds to ``model_response`` even
 :data:`TOKENS_VERSION`, documented in ``docs/training-export.md``. A turn rendered with
 ``"extend"`` continues the current sequence (its prompt must start with it); one rendered
 ``"full"`` (history rewritten) starts a new segment. Sessions are read one at a time, so
-memory is bounded by the largest rollout.
+memory is bounded by the largest rollout. A session with no model call at all
+(``no_model_calls``) is left out, and listed, unless ``include_empty`` asks for it: then
+its line has no turns and ``metadata.no_model_calls`` true.
 """
 
 from __future__ import annotations
@@ -147,9 +149,13 @@ def assemble(turns: list[TokenTurn]) -> tuple[list[Segment], list[int], list[str
     return segments, placed, warnings
 
 
-def rollout_line(info: SessionInfo, run_name: str | None, turns: list[TokenTurn]) -> dict[str, Any]:
+def rollout_line(
+    info: SessionInfo, run_name: str | None, turns: list[TokenTurn], *,
+    no_model_calls: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """The ``rolltap.tokens`` line of one rollout (see ``docs/training-export.md``)."""
     segments, placed, warnings = assemble(turns)
+    flagged = {"no_model_calls": True} if no_model_calls else {}
     single = segments[0] if len(segments) == 1 else None
     forked = {"session": info.parent_id, "at": info.fork_at} if info.parent_id else None
     return {
@@ -182,6 +188,7 @@ def rollout_line(info: SessionInfo, run_name: str | None, turns: list[TokenTurn]
             "updated_at": info.updated_at,
             "forked_from": forked,
             "warnings": warnings,
+            **flagged,
         },
     }
 
@@ -191,8 +198,10 @@ class TokenExport:
     """What :func:`export_tokens` did: rollouts written, and the sessions it skipped."""
 
     exported: int = 0
-    #: sessions with no token records at all
+    #: sessions with no token records at all (model calls relayed as text)
     without_tokens: list[str] = field(default_factory=list)
+    #: sessions with no model call at all: left out unless ``include_empty``
+    no_model_calls: list[str] = field(default_factory=list)
     #: sessions skipped for a malformed record: id → what is wrong (and in which event)
     malformed: dict[str, str] = field(default_factory=dict)
 
@@ -219,25 +228,34 @@ class _LazyFile:
             self._out.write(data)
 
 
-async def _turns(conn: AsyncConnection, info: SessionInfo) -> list[TokenTurn]:
-    turns = []
+_MODEL_KINDS = frozenset({EventKind.MODEL_REQUEST, EventKind.MODEL_ERROR})
+
+
+async def _turns(conn: AsyncConnection, info: SessionInfo) -> tuple[list[TokenTurn], bool]:
+    """The session's token turns, and whether it made any model call."""
+    turns, called = [], False
     async for seq, kind, _ts, payload in iter_event_rows(conn, info):
+        called = called or kind in _MODEL_KINDS
         if kind != EventKind.MODEL_RESPONSE:
             continue  # only responses carry token records: skip parsing the rest
+        called = True
         try:
             turn = token_turn(seq, orjson.loads(payload))
         except TokenRecordError as exc:
             raise TokenRecordError(f"event {seq}: {exc}") from None
         if turn is not None:
             turns.append(turn)
-    return turns
+    return turns, called
 
 
 async def export_tokens(
-    conn: AsyncConnection, dest: str | Path | IO[bytes], *, run: str | None, session: str | None
-) -> TokenExport:
+    conn: AsyncConnection, dest: str | Path | IO[bytes], *, run: str | None,
+    session: str | None, include_empty: bool = False,
+) -> TokenExport:  # fmt: skip
     """Write a ``rolltap.tokens`` line per session (all, ``run``'s, or ``session``) that has
-    token records; sessions without are skipped and listed in the result.
+    token records; sessions without are skipped and listed in the result. Sessions that
+    made no model call are listed apart, and written (with no turns) when
+    ``include_empty``.
 
     Raises :class:`StoreValidationError` naming the sessions when there were some and none
     had token records (no file is created then).
@@ -250,18 +268,27 @@ async def export_tokens(
         out = _LazyFile(dest, stack)
         async for info in iter_sessions(conn, run, session):
             try:
-                turns = await _turns(conn, info)
+                turns, called = await _turns(conn, info)
             except TokenRecordError as exc:
                 result.malformed[info.id] = str(exc)
                 continue
-            if not turns:
+            if not called:
+                result.no_model_calls.append(info.id)
+                if not include_empty:
+                    continue
+            elif not turns:
                 result.without_tokens.append(info.id)
                 continue
             if info.run_id not in names:
                 names[info.run_id] = (await fetch_run(conn, info.run_id)).name
-            out.write(orjson.dumps(rollout_line(info, names[info.run_id], turns)) + b"\n")
+            line = rollout_line(info, names[info.run_id], turns, no_model_calls=not called)
+            out.write(orjson.dumps(line) + b"\n")
             result.exported += 1
-    skipped = result.without_tokens + [f"{k} ({why})" for k, why in result.malformed.items()]
+    skipped = [
+        *result.without_tokens,
+        *(f"{k} (no_model_calls)" for k in result.no_model_calls),
+        *(f"{k} ({why})" for k, why in result.malformed.items()),
+    ]
     if not result.exported and skipped:
         listed = ", ".join(skipped[:_NAMED])
         if len(skipped) > _NAMED:
