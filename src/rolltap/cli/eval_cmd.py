@@ -143,8 +143,9 @@ def eval_command(
     endpoint: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="URL|NAME",
             help="Upstream URL or \\[endpoints] name; repeat with URLs for the replicas of"
-            " one model (each rollout pinned to one); omitted: local model"
+            " one model (each rollout pinned to one); omitted: local model",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,

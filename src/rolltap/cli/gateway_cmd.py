@@ -125,8 +125,9 @@ def gateway(
     endpoint: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="URL",
             help="Upstream base URL (e.g. http://127.0.0.1:8080/v1); repeat for the replicas"
-            " of one model (each rollout pinned to one); omitted: start the built-in local model"
+            " of one model (each rollout pinned to one); omitted: start the built-in local model",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,

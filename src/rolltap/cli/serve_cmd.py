@@ -72,8 +72,9 @@ def serve(
     endpoint: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="URL",
             help="Upstream base URL; repeat for the replicas of one model (each rollout pinned"
-            " to one); omitted (and no --config): the built-in local model"
+            " to one); omitted (and no --config): the built-in local model",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Upstream model name")] = None,
