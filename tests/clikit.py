@@ -70,6 +70,19 @@ async def arolltap(
     return Outcome(proc.returncode, out.decode(), err.decode())
 
 
+async def arolltap_parts(*args: str) -> tuple[int, str, str]:
+    """:func:`arolltap` as ``(exit code, stdout, stderr)``."""
+    done = await arolltap(*args)
+    return done.code, done.stdout, done.stderr
+
+
+async def arolltap_ok(*args: str) -> str:
+    """:func:`arolltap` that must exit 0; its output (stdout and stderr)."""
+    done = await arolltap(*args)
+    assert done.code == 0, done.output
+    return done.output
+
+
 def assert_one_line_error(outcome: Outcome, exit_code: int, code: str) -> str:
     """The run exited ``exit_code`` with exactly one ``error [code]`` line (maybe a hint
     after it) and no traceback; that line."""

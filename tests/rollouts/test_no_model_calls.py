@@ -5,35 +5,23 @@ left out of the token export unless asked."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
 from pathlib import Path
 
 import orjson
 
+from clikit import arolltap_parts
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
-CLI = "from rolltap.cli.main import main; main()"
 AGENT = Path(__file__).with_name("sdk_agent.py")
-
-
-async def _cli(*args: str) -> tuple[int, bytes, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLI, *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out, err.decode()
 
 
 async def test_a_harness_that_makes_no_call_is_flagged(sim: Simulator, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_bytes(orjson.dumps({"id": "t", "prompt": "say 42", "answer": "42"}))
     url = f"sqlite:///{tmp_path}/runs.db"
-    code, out, err = await _cli(
+    code, out, err = await arolltap_parts(
         "eval", str(tasks), "--cmd", 'cat "$ROLLTAP_TASK_FILE"', "--endpoint", sim.base_url,
         "--model", "sim-model", "--reward", "contains", "--store", url, "--json",
     )  # fmt: skip
@@ -52,11 +40,14 @@ async def test_a_harness_that_makes_no_call_is_flagged(sim: Simulator, tmp_path:
     assert status["status"] == "completed" and status["no_model_calls"] is True
     # the training export leaves it out (an error: nothing else to export) unless asked
     dest = tmp_path / "out.jsonl"
-    code, _, err = await _cli("sessions", "export", "--store", url, "--format", "tokens",
-                              "-o", str(dest))  # fmt: skip
+    code, _, err = await arolltap_parts(
+        "sessions", "export", "--store", url, "--format", "tokens", "-o", str(dest)
+    )  # fmt: skip
     assert code != 0 and "no_model_calls" in err and not dest.exists()
-    code, _, err = await _cli("sessions", "export", "--store", url, "--format", "tokens",
-                              "-o", str(dest), "--include-empty")  # fmt: skip
+    code, _, err = await arolltap_parts(
+        "sessions", "export", "--store", url, "--format", "tokens", "-o", str(dest),
+        "--include-empty",
+    )  # fmt: skip
     assert code == 0, err
     (line,) = [orjson.loads(raw) for raw in dest.read_bytes().splitlines()]
     assert line["session_id"] == session.id and line["turns"] == [] and line["segments"] == []
@@ -69,7 +60,7 @@ async def test_a_harness_that_calls_the_model_is_not_flagged(
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_bytes(orjson.dumps({"id": "ok", "prompt": "hello", "info": {"regex": r"\w+"}}))
     url = f"sqlite:///{tmp_path}/runs.db"
-    code, out, err = await _cli(
+    code, out, err = await arolltap_parts(
         "eval", str(tasks), "--cmd", f"{sys.executable} {AGENT}", "--endpoint", sim.base_url,
         "--model", "sim-model", "--reward", "regex", "--store", url, "--json",
     )  # fmt: skip

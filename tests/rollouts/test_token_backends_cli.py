@@ -4,8 +4,6 @@ training export of what was sampled."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -13,22 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from clikit import arolltap_parts
 from gateway.simtok import build_sim_tokenizer
 from rolltap.sim import Simulator
 from rolltap.sim.vocab import VOCAB
 
-CLI = "from rolltap.cli.main import main; main()"
 AGENT = Path(__file__).with_name("sdk_agent.py")
-
-
-async def _cli(*args: str) -> tuple[int, bytes, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLI, *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out, err.decode()
 
 
 @pytest.mark.parametrize(("api", "how"), [("sglang", "flag"), ("vllm-generate", "toml")])
@@ -49,14 +37,15 @@ async def test_eval_samples_through_a_generate_backend(
         config = tmp_path / "run.toml"
         config.write_text(f'completions_api = "{api}"\n')
         args += ["--config", str(config)]
-    code, out, err = await _cli(*args)
+    code, out, err = await arolltap_parts(*args)
     assert code == 0, err
     summary = orjson.loads(out)
     assert (summary["model_calls"], summary["no_model_calls"]) == (1, 0)
     assert summary["reward"]["mean"] == 1.0
     dest = tmp_path / "train.jsonl"
-    code, _, err = await _cli("sessions", "export", "--store", url, "--format", "tokens",
-                              "-o", str(dest))  # fmt: skip
+    code, _, err = await arolltap_parts(
+        "sessions", "export", "--store", url, "--format", "tokens", "-o", str(dest)
+    )  # fmt: skip
     assert code == 0, err
     (line,) = [orjson.loads(raw) for raw in dest.read_bytes().splitlines()]
     (turn,) = line["turns"]

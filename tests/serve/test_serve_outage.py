@@ -10,8 +10,6 @@ to its test (tests/store/privatedb.py): the machine's shared ones are never stop
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
+from clikit import arolltap_ok
 from rolltap.serve import RolloutSpec, ServeClient, Service
 from rolltap.sim import Simulator
 from rolltap.store import Store, upgrade
@@ -138,18 +137,6 @@ async def test_server_stopped_10s_mid_batch_stores_every_rollout_once(
     await assert_stored_once(private_db.url, batch.run_id, results)
 
 
-async def _rolltap(*args: str) -> str:
-    """Run the rolltap CLI (this checkout's code); its output, after a 0 exit."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rolltap", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await proc.communicate()
-    assert proc.returncode == 0, out.decode()
-    return out.decode()
-
-
 @pytest.mark.timeout(300)
 async def test_store_away_past_the_timeout_writes_unsaved_files_that_import_once(
     private_postgres: PrivateServer, start_service: ServiceFactory, sim: Simulator,
@@ -176,7 +163,7 @@ async def test_store_away_past_the_timeout_writes_unsaved_files_that_import_once
     assert sorted(doc["session"]["id"] for doc in lines) == sorted(r.id for r in results)
     await asyncio.to_thread(private_postgres.start)
     for path in files:
-        assert "imported " in await _rolltap("sessions", "import", str(path), "--store", url)
-        again = await _rolltap("sessions", "import", str(path), "--store", url)
+        assert "imported " in await arolltap_ok("sessions", "import", str(path), "--store", url)
+        again = await arolltap_ok("sessions", "import", str(path), "--store", url)
         assert "imported 0 session" in again  # twice stores nothing twice
     await assert_stored_once(url, batch.run_id, results)

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from clikit import arolltap_ok
 from rolltap.serve import RolloutSpec, ServeClient, Service
 from rolltap.sim import Simulator
 from rolltap.store import InjectedFault, Store, WriterHooks
@@ -29,7 +30,7 @@ from rolltap.store.errors import StoreFullError, StoreUnavailableError
 from rolltap.store.ops import WriteOp
 from rolltap.store.writer_state import PENDING_ENV
 from serve.servekit import TOKEN, ServiceFactory, chat_spec
-from serve.test_serve_outage import KINDS, _metrics, _rolltap, assert_stored_once
+from serve.test_serve_outage import KINDS, _metrics, assert_stored_once
 
 N = 40
 
@@ -149,8 +150,8 @@ async def test_supervisor_writer_faulted_past_the_timeout_unsaved_files_import_o
     lines = [orjson.loads(line) for f in files for line in f.read_bytes().splitlines()]
     assert sorted(doc["session"]["id"] for doc in lines) == sorted(r.id for r in results)
     for path in files:
-        assert "imported " in await _rolltap("sessions", "import", str(path), "--store", url)
-        again = await _rolltap("sessions", "import", str(path), "--store", url)
+        assert "imported " in await arolltap_ok("sessions", "import", str(path), "--store", url)
+        again = await arolltap_ok("sessions", "import", str(path), "--store", url)
         assert "imported 0 session" in again  # twice stores nothing twice
     await assert_stored_once(url, batch.run_id, results)
 

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from clikit import arolltap_ok
 from rolltap.rollouts import RunResult
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store, upgrade
@@ -55,18 +56,6 @@ def _unsaved_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("rolltap-unsaved-*.jsonl"))
 
 
-async def _rolltap(*args: str) -> str:
-    """Run the rolltap CLI (this checkout's code); its output, after a 0 exit."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rolltap", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await proc.communicate()
-    assert proc.returncode == 0, out.decode()
-    return out.decode()
-
-
 @pytest.mark.timeout(300)
 async def test_store_away_past_the_timeout_stops_and_the_unsaved_file_imports_once(
     private_db: PrivateServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -94,9 +83,9 @@ async def assert_unsaved_import_once(
     finished: set[str],
 ) -> None:  # fmt: skip
     await asyncio.to_thread(server.start)
-    first = await _rolltap("sessions", "import", str(path), "--store", server.url)
+    first = await arolltap_ok("sessions", "import", str(path), "--store", server.url)
     assert f"imported {len(lines)} session" in first
-    again = await _rolltap("sessions", "import", str(path), "--store", server.url)
+    again = await arolltap_ok("sessions", "import", str(path), "--store", server.url)
     assert "imported 0 session" in again
     async with await Store.open(server.url) as store:
         for doc in lines:
