@@ -13,15 +13,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from view.viewkit import Filled, Screens, finish
-
-
-def _row(driver: WebDriver, run_id: str) -> dict[str, str]:
-    tr = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{run_id}"]')
-    return {
-        td.get_attribute("data-col") or "": td.text
-        for td in tr.find_elements(By.CSS_SELECTOR, "td[data-col]")
-    }
+from view.viewkit import Filled, Screens, finish, run_row
 
 
 def test_the_runs_page_lists_the_runs(
@@ -33,10 +25,10 @@ def test_the_runs_page_lists_the_runs(
         for tr in browser.find_elements(By.CSS_SELECTOR, "tr[data-run]")
     ]
     assert set(runs) == {filled.tools, filled.broken, filled.live, filled.lost, filled.baseline}
-    tools = _row(browser, filled.tools)
+    tools = run_row(browser, filled.tools)
     assert tools["name"].startswith("tools") and tools["harness"] == "tool-agent"
     assert tools["rollouts"] == "8" and "pass@2" in tools["pass"]
-    assert _row(browser, filled.broken)["statuses"] == "failed 2"
+    assert run_row(browser, filled.broken)["statuses"] == "failed 2"
     browser.save_screenshot(str(screens.path("runs")))
 
 
@@ -127,9 +119,9 @@ def test_a_run_in_progress_updates_live(
     browser: WebDriver, viewer: str, filled: Filled, screens: Screens
 ) -> None:
     browser.get(viewer)
-    assert _row(browser, filled.live)["statuses"] == "pending 3"
+    assert run_row(browser, filled.live)["statuses"] == "pending 3"
     asyncio.run(finish(filled.url, filled.live_sessions[0], "completed", 1.0))
     wait = WebDriverWait(browser, 15, poll_frequency=0.2)  # the page polls every 2 s
-    wait.until(lambda d: _row(d, filled.live)["statuses"] == "completed 1, pending 2")
-    assert _row(browser, filled.live)["reward"] == "1"
+    wait.until(lambda d: run_row(d, filled.live)["statuses"] == "completed 1, pending 2")
+    assert run_row(browser, filled.live)["reward"] == "1"
     browser.save_screenshot(str(screens.path("runs-live")))

@@ -16,25 +16,17 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from clikit import cli_env
-from view.viewkit import BASELINE, Filled, Screens, start_view, stop_view
+from view.viewkit import BASELINE, Filled, Screens, run_row, start_view, stop_view
 
 pytestmark = pytest.mark.timeout(180)
 SERVE_TOKEN = "view-test-serve-token"
-
-
-def _cells(driver: WebDriver, run_id: str) -> dict[str, str]:
-    tr = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{run_id}"]')
-    return {
-        td.get_attribute("data-col") or "": td.text
-        for td in tr.find_elements(By.CSS_SELECTOR, "td[data-col]")
-    }
 
 
 def test_a_run_whose_owner_went_away_shows_its_rollouts_interrupted(
     browser: WebDriver, viewer: str, filled: Filled, screens: Screens
 ) -> None:
     browser.get(viewer)
-    row = _cells(browser, filled.lost)
+    row = run_row(browser, filled.lost)
     assert (row["statuses"], row["interrupted"]) == ("completed 1, interrupted 2", "2")
     assert "live" not in (browser.find_element(
         By.CSS_SELECTOR, f'tr[data-run="{filled.lost}"]').get_attribute("class") or "")  # fmt: skip

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from clikit import cli_env
 from rolltap.config import EndpointConfig
@@ -172,3 +174,12 @@ def screens_dir(tmp_factory: pytest.TempPathFactory) -> Screens:
     given = os.environ.get("ROLLTAP_TEST_ARTIFACTS")
     root = Path(given) / "view" if given else tmp_factory.mktemp("view-screens")
     return Screens(root)
+
+
+def run_row(driver: WebDriver, run_id: str) -> dict[str, str]:
+    """The runs page's row of ``run_id``: its cells by ``data-col``."""
+    tr = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{run_id}"]')
+    return {
+        td.get_attribute("data-col") or "": td.text
+        for td in tr.find_elements(By.CSS_SELECTOR, "td[data-col]")
+    }
