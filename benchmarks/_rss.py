@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from _plots import pyplot
 
 __all__ = ["OUT", "Churn", "Sampler", "Series", "measure_churn", "plot_series", "slope"]
 
@@ -83,13 +84,8 @@ def slope(values: Sequence[float]) -> float:
 
 def plot_series(series: Sequence[Series], path: Path, title: str) -> None:
     """RSS (MB) over time, one line per series; skipped without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("\nmatplotlib is not installed: no plot (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for s in series:

@@ -42,6 +42,7 @@ from typing import Any
 
 import aiohttp
 import psutil
+from _plots import pyplot
 from _procs import cpu_seconds, free_port, rolltap_process
 from _replicas_load import (
     Call,
@@ -345,13 +346,8 @@ def print_routing(arms: dict[str, Arm], routing_s: float, calls: int) -> None:
 
 
 def plot(arms: dict[str, Arm], path: Path, turns: int) -> None:
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        print("matplotlib is not installed (the bench extra): no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for arm in arms.values():

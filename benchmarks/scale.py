@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _plots import pyplot
 from _procs import free_port, rolltap_process
 
 from rolltap.config import EndpointConfig
@@ -187,13 +188,8 @@ def _print(rows: list[dict[str, Any]]) -> None:
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        print("matplotlib is not installed (the bench extra): no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for r in rows:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _plots import pyplot
 from _procs import free_port
 from _tokens_upstream import Latency, upstream_process
 from _tokens_wave import ARMS, TURNS
@@ -177,13 +178,8 @@ def _goals(rows: list[dict[str, Any]], capacity: float) -> None:
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        print("matplotlib is not installed (the bench extra): no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for r in rows:
