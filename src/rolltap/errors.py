@@ -21,6 +21,7 @@ __all__ = [
     "AuthRateLimitedError",
     "AuthenticationError",
     "BodyTooLargeError",
+    "ClusterError",
     "ConfigError",
     "GatewayClosedError",
     "HarnessDisconnectedError",
@@ -56,6 +57,7 @@ __all__ = [
     "UpstreamTimeoutError",
     "UsageError",
     "WorkerLostError",
+    "WorkersLostError",
     "http_status_of",
 ]
 
@@ -378,6 +380,22 @@ class WorkerLostError(RolltapError):
     code = "worker_lost"
     status = 503
     retryable = True
+
+
+class ClusterError(RolltapError):
+    """The Ray cluster could not be joined, or could not place the requested workers in
+    time (``--ray``); the message says which and what the cluster has."""
+
+    code = "cluster_unavailable"
+    status = 503
+    retryable = True
+
+
+class WorkersLostError(WorkerLostError):
+    """Every worker of a run was lost and none came back in time: the run stops."""
+
+    code = "workers_lost"
+    retryable = False
 
 
 class ServiceUnreachableError(RolltapError):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from rolltap.config import EndpointConfig
 from rolltap.errors import RolltapError
 from rolltap.rollouts import Hooks, RolloutResult, Runner, RunResult, Task, evaluate
+from rolltap.rollouts.api import Stoppable
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store, WriterStats
 from store.privatedb import PrivateServer
@@ -74,7 +75,8 @@ async def run_with_outage(
             if len(outage.results) == outage.after:
                 tg.create_task(outage.inject())
 
-        def on_runner(runner: Runner) -> None:
+        def on_runner(runner: Stoppable) -> None:
+            assert isinstance(runner, Runner)  # an in-process run
             outage.runner = runner
 
         hooks = Hooks(on_result=on_result, on_runner=on_runner, on_store=outage.on_store)

@@ -23,10 +23,11 @@ from rolltap.cli.common import (
     run_async,
 )
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
-from rolltap.rollouts import Hooks, RunConfig, Runner, RunResult, execute, load_run_config
-from rolltap.rollouts import resume as resume_run
+from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
+from rolltap.rollouts.api import Stoppable
 from rolltap.rollouts.compare import summarize_run
-from rolltap.rollouts.report import ProgressReporter, render_compare, render_summary
+from rolltap.rollouts.report import ProgressReporter, render_compare, render_summary, render_workers
+from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.store import Store, resolve_store_url
 
 __all__ = ["register"]
@@ -38,9 +39,9 @@ class _Stopper:
     starting) it declines, and the command is cancelled instead."""
 
     def __init__(self) -> None:
-        self.runner: Runner | None = None
+        self.runner: Stoppable | None = None
 
-    def attach(self, runner: Runner) -> None:
+    def attach(self, runner: Stoppable) -> None:
         self.runner = runner
 
     def __call__(self, signum: int) -> bool:
@@ -61,16 +62,17 @@ async def _eval(
         if resume is not None:
             default = RunConfig()
             overrides: dict[str, Any] = {
-                k: getattr(config, k) for k in ("c", "store_unavailable_timeout_s")
+                k: getattr(config, k)
+                for k in ("c", "store_unavailable_timeout_s", "workers", "ray", "workers_per_node")
                 if getattr(config, k) != getattr(default, k)
             }  # fmt: skip
             if config.otel is not None:  # given now: wins over the stored run's
                 overrides["otel"] = config.otel
             if config.otel_content:
                 overrides["otel_content"] = True
-            result = await resume_run(resume, store=config.store, overrides=overrides, hooks=hooks)
+            result = await resume_eval(resume, store=config.store, overrides=overrides, hooks=hooks)
         else:
-            result = await execute(config, hooks=hooks)
+            result = await run_eval(config, hooks=hooks)
     _report(result, config, as_json)
     return result
 
@@ -96,6 +98,8 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         render_summary(console, result.run_id, result.summary)
+        if result.workers:
+            render_workers(console, result.workers)
     empty = int(result.summary.get("no_model_calls", 0))
     if empty:
         # a harness that never called the model can still score (it printed the task):
@@ -188,6 +192,21 @@ def eval_command(
             help="Stop (store_unavailable) when the store is away this long (s) \\[300]",
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Run the rollouts on N worker processes (-c split among them)"),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="local|auto|ADDRESS",
+            help="Run the rollouts on Ray actors: a cluster started for the run, the running"
+            " one, or a cluster address (needs --endpoint and the ray extra)",
+        ),
+    ] = None,
+    workers_per_node: Annotated[
+        int | None, typer.Option(help="With --ray: K workers on every node \\[1]")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
@@ -202,6 +221,7 @@ def eval_command(
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
         "otel": otel, "otel_content": otel_content or None,
         "store_unavailable_timeout_s": store_unavailable_timeout,
+        "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError, RolltapError, StoreError
@@ -35,19 +35,33 @@ from rolltap.store import LeaseKeeper, RunInfo, Store, WriterStats
 from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
-__all__ = ["Hooks", "RunResult", "evaluate", "execute", "resume"]
+__all__ = [
+    "LOCAL_SAMPLING",
+    "Hooks",
+    "RunResult",
+    "Stoppable",
+    "evaluate",
+    "execute",
+    "load_run_tasks",
+    "resume",
+    "run_endpoint",
+    "store_summary",
+    "stored_run_config",
+]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class RunResult:
-    """A finished (or interrupted) run: its id, every rollout and the summary."""
+    """A finished (or interrupted) run: its id, every rollout and the summary;
+    ``workers``: each worker's last heartbeat, when the run had worker processes."""
 
     run_id: str
     results: list[RolloutResult]
     summary: dict[str, Any]
     interrupted: bool = False
+    workers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -57,13 +71,21 @@ class RunResult:
         return done and not any(res.commit_failed for res in self.results)
 
 
+class Stoppable(Protocol):
+    """What runs a run's rollouts (a :class:`Runner`, or a driver of workers)."""
+
+    def stop(self) -> None:
+        """Admit no more rollouts and cancel those in flight (they end ``cancelled``)."""
+
+
 @dataclass(slots=True)
 class Hooks:
     """Callbacks for a front end: each result as it lands, the runner once built, the
     run id and size once it starts, and what happens before that (``on_stage``)."""
 
     on_result: Callable[[RolloutResult], None] | None = None
-    on_runner: Callable[[Runner], None] | None = None
+    #: what stops the run (its ``stop()`` cancels the rollouts in flight), once it exists
+    on_runner: Callable[[Stoppable], None] | None = None
     on_plan: Callable[[str, int], None] | None = None
     #: what the run is doing before its first rollout (e.g. starting the local model)
     on_stage: Callable[[str], None] | None = None
@@ -79,7 +101,11 @@ LOCAL_SAMPLING: dict[str, Any] = {"temperature": 0.0, "max_tokens": 16}
 
 
 @asynccontextmanager
-async def _endpoint(config: RunConfig, plan: Plan, hooks: Hooks) -> AsyncIterator[EndpointConfig]:
+async def run_endpoint(
+    config: RunConfig, plan: Plan, hooks: Hooks
+) -> AsyncIterator[EndpointConfig]:
+    """The run's endpoint: the configured one, or the built-in local model started for
+    the run (and stopped after it)."""
     if plan.endpoint is not None:
         yield plan.endpoint
         return
@@ -152,7 +178,7 @@ async def _run_on(
     owner: AsyncExitStack,
 ) -> list[RolloutResult]:  # fmt: skip
     recorder = StoreRecorder(store, final_commit=False)
-    async with _endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
+    async with run_endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
         local = plan.endpoint is None
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
         settings = ctx.hooks.gateway_settings
@@ -188,7 +214,7 @@ async def _run_on(
     return results
 
 
-async def _store_summary(store: Store, run_id: str, summary: dict[str, Any]) -> None:
+async def store_summary(store: Store, run_id: str, summary: dict[str, Any]) -> None:
     """Keep the summary with the run (what `runs compare` and `rolltap view` show);
     a run whose summary could not be stored still has its SQL summary."""
     try:
@@ -236,12 +262,17 @@ async def execute(
     starts; a new run is created once its model and gateway are up, so a run that
     fails to start leaves nothing in the store.
     """
+    if config.distributed:
+        raise ConfigError(
+            "workers/ray: a run on worker processes or Ray is driven by "
+            "rolltap.serve.run_eval (what `rolltap eval --workers/--ray` uses)"
+        )
     ctx = _Context(hooks or Hooks())
     plan = prepare(config, harness, endpoint)
     otel_enabled(config.otel)  # a missing extra fails before any run is created
     task_list = None
     if resume_run is None:
-        task_list = list(tasks) if tasks is not None else _load(config)
+        task_list = list(tasks) if tasks is not None else load_run_tasks(config)
     timeout = config.store_unavailable_timeout_s
     # the lease (in ``owner``) is released before the store closes
     async with (
@@ -262,11 +293,12 @@ async def execute(
         everything = earlier + results
         summary = summarize(everything, r=config.r)
         if ctx.complete:
-            await _store_summary(store, ctx.run_id, summary)
+            await store_summary(store, ctx.run_id, summary)
     return RunResult(ctx.run_id, everything, summary, ctx.interrupted)
 
 
-def _load(config: RunConfig) -> list[Task]:
+def load_run_tasks(config: RunConfig) -> list[Task]:
+    """The tasks a new run's config names (its ``n``, ``shuffle`` and ``seed`` applied)."""
     if config.tasks is None:
         raise ConfigError("no tasks: give a tasks file")
     return load_tasks(config.tasks, n=config.n, shuffle=config.shuffle, seed=config.seed)
@@ -334,11 +366,20 @@ async def resume(
     hooks: Hooks | None = None,
 ) -> RunResult:
     """Rerun every rollout of ``run_id`` that did not finish (see :func:`plan_resume`)."""
+    run_id, config = await stored_run_config(run_id, store=store, overrides=overrides)
+    return await execute(config, resume_run=run_id, hooks=hooks)
+
+
+async def stored_run_config(
+    run_id: str, *, store: str | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[str, RunConfig]:
+    """The full id of ``run_id`` (a unique prefix will do) and the config it ran with,
+    ``overrides`` applied: what a resume reruns."""
     async with await Store.open(store) as opened:
-        run_id = await opened.resolve_run_id(run_id)  # a unique prefix will do
+        run_id = await opened.resolve_run_id(run_id)
         info = await opened.get_run(run_id)
     stored = info.config.get("run")
     if not isinstance(stored, dict):
         raise ConfigError(f"run {run_id} was not made by rolltap eval (no run config)")
     config = RunConfig.model_validate({**stored, "store": store}).merged(overrides or {})
-    return await execute(config, resume_run=run_id, hooks=hooks)
+    return run_id, config

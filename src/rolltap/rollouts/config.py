@@ -10,6 +10,9 @@ endpoint = "local"            # a name from [endpoints], a URL, or omitted: the 
                               # a list of URLs: replicas of one model (rollouts pinned)
 rewards = ["prefix", "contains=0.5"]
 store_unavailable_timeout_s = 300   # the database may be away this long; then the run stops
+workers = 2                   # omitted: rollouts run in this process; N: N worker processes
+ray = "auto"                  # or "local", or a cluster address: workers are Ray actors
+                              # (workers_per_node = K instead of workers: K on every node)
 
 [endpoints.local]
 base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "http://h2:8000/v1"]
@@ -43,7 +46,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
@@ -110,6 +113,26 @@ class RunConfig(BaseModel):
     otel_content: bool = False
     #: how long the database may stay unreachable before the run stops (store_unavailable)
     store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
+    #: where the rollouts run: None (and no ``ray``): in this process; N: N worker
+    #: processes on this machine, ``c`` split evenly among them. ``ray``: Ray actors on a
+    #: cluster (``local`` starts one for the run, ``auto`` joins the running one, or a
+    #: cluster address): ``workers`` in all, or ``workers_per_node`` on every node
+    workers: int | None = Field(default=None, gt=0)
+    ray: str | None = Field(default=None, min_length=1)
+    workers_per_node: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> RunConfig:
+        if self.workers_per_node is not None and self.ray is None:
+            raise ValueError("workers_per_node places Ray actors: give ray too")
+        if self.workers_per_node is not None and self.workers is not None:
+            raise ValueError("give workers (in all) or workers_per_node, not both")
+        return self
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the rollouts run on worker processes or Ray actors."""
+        return self.workers is not None or self.ray is not None
 
     def merged(self, overrides: dict[str, Any]) -> RunConfig:
         """A copy with every non-``None`` override applied (flags over the file)."""

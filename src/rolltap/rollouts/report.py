@@ -14,7 +14,7 @@ from rich.table import Table
 from rolltap.rollouts.results import RolloutResult
 from rolltap.store import FAILED_STATUSES, WriterStats
 
-__all__ = ["ProgressReporter", "render_compare", "render_summary"]
+__all__ = ["ProgressReporter", "render_compare", "render_summary", "render_workers"]
 
 
 #: while the store is away, a plain (non-TTY) progress line repeats this often (s)
@@ -162,4 +162,27 @@ def render_compare(console: Console, runs: dict[str, dict[str, Any]]) -> None:
             rows.setdefault(name, []).append(value)
     for name, values in rows.items():
         table.add_row(name, *values, *(["-"] * (len(runs) - len(values))))
+    console.print(table)
+
+
+def _mib(value: Any) -> str:
+    return f"{value / 2**20:,.0f}" if isinstance(value, int | float) else "-"
+
+
+def render_workers(console: Console, workers: list[dict[str, Any]]) -> None:
+    """Each worker's share of the run and its last heartbeat (a run on workers)."""
+    table = Table(title="workers")
+    for name in ("worker", "node", "pid", "rollouts", "restarts", "RSS MiB", "peak MiB",
+                 "open files", "loop lag ms"):  # fmt: skip
+        table.add_column(name, justify="left" if name == "node" else "right")
+    for worker in workers:
+        stats = worker.get("stats") or {}
+        lag = stats.get("loop_lag_ms")
+        table.add_row(
+            str(worker.get("index")), str(worker.get("node") or "-")[:16],
+            str(worker.get("pid") or "-"), str(worker.get("finished", 0)),
+            str(worker.get("generation", 0)), _mib(stats.get("rss")),
+            _mib(stats.get("peak_rss")), str(stats.get("open_files", "-")),
+            f"{lag:.1f}" if isinstance(lag, int | float) else "-",
+        )  # fmt: skip
     console.print(table)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,3 +144,49 @@ class RolloutResult:
             "completion_tokens": self.calls.completion_tokens,
             "no_model_calls": self.no_model_calls,
         }
+
+    def to_wire(self) -> dict[str, Any]:
+        """:meth:`to_dict` and what a driver's summary needs besides (a serve worker's
+        result: ``error_message``, model errors, per-call latencies, duration)."""
+        return {
+            **self.to_dict(),
+            "error_message": self.error_message,
+            "commit_failed": self.commit_failed,
+            "model_errors": self.calls.errors,
+            "latencies_ms": self.calls.latencies_ms,
+            "ttfc_ms": self.calls.ttfc_ms,
+            "duration_s": self.duration_s,
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> RolloutResult:
+        """A result as a worker sent it (:meth:`to_wire`; a result the supervisor made
+        for a lost worker's rollout has only some of the keys)."""
+        reward, duration = _number(data.get("reward")), _number(data.get("duration_s"))
+        calls = CallStats(
+            calls=int(_number(data.get("calls")) or 0),
+            errors=int(_number(data.get("model_errors")) or 0),
+            prompt_tokens=int(_number(data.get("prompt_tokens")) or 0),
+            completion_tokens=int(_number(data.get("completion_tokens")) or 0),
+            latencies_ms=[float(v) for v in data.get("latencies_ms") or ()],
+            ttfc_ms=[float(v) for v in data.get("ttfc_ms") or ()],
+        )
+        status = str(data.get("status") or "error")
+        error = _text(data.get("error"))
+        code = _text(data.get("error_code"))
+        if code is None and status not in {"completed", "limit_reached"}:
+            code = status  # e.g. worker_lost, decided by the supervisor
+        return cls(
+            task_id=str(data.get("task_id")), sample=int(_number(data.get("sample")) or 0),
+            session_id=_text(data.get("session_id") or data.get("id")), status=status,
+            reward=reward, answer=_text(data.get("answer")), error=error, error_code=code,
+            error_message=_text(data.get("error_message")) or error,
+            commit_failed=bool(data.get("commit_failed")),
+            no_model_calls=bool(data.get("no_model_calls")),
+            components={str(k): float(v) for k, v in (data.get("components") or {}).items()},
+            calls=calls, duration_s=duration or 0.0,
+        )  # fmt: skip
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

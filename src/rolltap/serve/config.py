@@ -76,6 +76,12 @@ class ServeConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     workers: int = Field(default_factory=_default_workers, gt=0)
+    #: None: the workers are processes on this machine. Else they are Ray actors (the
+    #: ``ray`` extra): ``local`` starts a cluster for the service, ``auto`` joins the
+    #: running one, or a cluster address; ``workers`` in all, or ``workers_per_node`` on
+    #: every node (placed with a SPREAD placement group within ``start_timeout_s``)
+    ray: str | None = Field(default=None, min_length=1)
+    workers_per_node: int | None = Field(default=None, gt=0)
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     token: str | None = Field(default=None, repr=False)
@@ -106,6 +112,12 @@ class ServeConfig(BaseModel):
     auth_failures_per_minute: int = Field(default=10, gt=0)
     store_unavailable_timeout_s: float = Field(default=DEFAULT_UNAVAILABLE_TIMEOUT_S, gt=0)
     unsaved_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> ServeConfig:
+        if self.workers_per_node is not None and self.ray is None:
+            raise ValueError("workers_per_node places Ray actors: give ray too")
+        return self
 
     @model_validator(mode="after")
     def _check_parsers(self) -> ServeConfig:

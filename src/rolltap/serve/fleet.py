@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from rolltap.errors import RolltapError, WorkerLostError
 from rolltap.serve.desk import StoreDesk
 from rolltap.serve.handle import WorkerHandle
+from rolltap.serve.launch import Launcher
 from rolltap.serve.protocol import ChannelClosedError, Msg, WorkerConfig
 
 __all__ = ["Fleet", "FleetOwner"]
@@ -42,6 +43,7 @@ class Fleet:
         self,
         *,
         workers: int,
+        launcher: Launcher,
         worker_config: Callable[[int], WorkerConfig],
         owner: FleetOwner,
         desk: StoreDesk | None,
@@ -50,6 +52,7 @@ class Fleet:
         start_timeout_s: float,
     ) -> None:
         self.slots: list[WorkerHandle | None] = [None] * workers
+        self.launcher = launcher
         self._worker_config, self._owner, self.desk = worker_config, owner, desk
         self._tasks = tasks
         self.heartbeat_timeout_s, self.start_timeout_s = heartbeat_timeout_s, start_timeout_s
@@ -121,7 +124,7 @@ class Fleet:
         self.slots[index] = handle
         self._notify()
         try:
-            await handle.spawn(self._worker_config(index))
+            await handle.spawn(self._worker_config(index), self.launcher)
             self._spawn(self._pump(handle))
             async with asyncio.timeout(self.start_timeout_s):
                 await handle.ready.wait()
@@ -187,6 +190,8 @@ class Fleet:
             task.add_done_callback(handle.store_tasks.discard)
         elif kind == Msg.READY and handle.state == "starting":
             handle.state = "ready"
+            handle.node = message.get("node") if isinstance(message.get("node"), str) else None
+            handle.remote_pid = message.get("pid") if isinstance(message.get("pid"), int) else None
             handle.ready.set()
         else:
             log.warning("worker %d: unexpected frame %r", handle.index, kind)

@@ -1,33 +1,21 @@
-"""The supervisor's handle on one worker process: spawn, talk, watch, kill.
+"""The supervisor's handle on one worker: spawn (through a launcher), talk, watch, kill.
 
-A worker is ``python -m rolltap.serve.worker FD`` with ``FD`` its end of a socket pair
-(an asyncio subprocess, so its exit is awaited, never polled). It sees the
-supervisor's ``sys.path`` through ``PYTHONPATH``, so any harness the supervisor can
-import, its workers can; it never sees the service token.
+How the worker is started — a child process, a Ray actor — is the launcher's business
+(:mod:`rolltap.serve.launch`); the handle sees a :class:`WorkerProcess` and a channel.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import sys
 from typing import TYPE_CHECKING, Any
 
-from rolltap.serve.config import TOKEN_ENV
+from rolltap.serve.launch import Launcher, WorkerProcess
 from rolltap.serve.protocol import Channel, Msg, WorkerConfig
 
 if TYPE_CHECKING:
     from rolltap.serve.batches import Job
 
-__all__ = ["WorkerHandle", "worker_env"]
-
-
-def worker_env() -> dict[str, str]:
-    """The environment of a worker: ours, with our import path, without the token."""
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
+__all__ = ["WorkerHandle"]
 
 
 class WorkerHandle:
@@ -40,7 +28,10 @@ class WorkerHandle:
     def __init__(self, index: int, generation: int) -> None:
         self.index, self.generation = index, generation
         self.state = "starting"
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: WorkerProcess | None = None
+        #: the node it runs on and its process id there, from its ``ready`` frame
+        self.node: str | None = None
+        self.remote_pid: int | None = None
         self.channel: Channel | None = None
         self.jobs: dict[str, Job] = {}
         self.stats: dict[str, Any] = {}
@@ -51,9 +42,13 @@ class WorkerHandle:
         #: shipped store writes received from this worker and not yet answered
         self.store_tasks: set[asyncio.Task[None]] = set()
         self.lost_reason: str | None = None
+        #: rollouts this worker finished (with its own result)
+        self.finished = 0
 
     @property
     def pid(self) -> int | None:
+        if self.remote_pid is not None:
+            return self.remote_pid
         return self.proc.pid if self.proc is not None else None
 
     @property
@@ -62,36 +57,21 @@ class WorkerHandle:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
+        return self.proc is not None and self.proc.alive
 
     def seen(self) -> None:
         self.last_seen = asyncio.get_running_loop().time()
 
-    async def spawn(self, config: WorkerConfig) -> None:
-        """Start the process and send its config (readiness comes as a ``ready`` frame)."""
-        parent, child = socket.socketpair()
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "rolltap.serve.worker", str(child.fileno()),
-                pass_fds=(child.fileno(),), env=worker_env(),
-                stdin=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()  # the worker holds its own copy; ours would hide its death
-        self.channel = await Channel.over(parent)
+    async def spawn(self, config: WorkerConfig, launcher: Launcher) -> None:
+        """Start the worker and send its config (readiness comes as a ``ready`` frame)."""
+        self.proc, self.channel = await launcher.start(self.index, self.generation)
         self.seen()
         await self.channel.send({"type": Msg.CONFIG, "config": config.model_dump(mode="json")})
 
     def kill(self) -> None:
-        """SIGKILL the process (no-op once it has exited)."""
-        if self.alive and self.proc is not None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                return  # it exited between the check and the kill
+        """Kill the worker at once (no-op once it has exited)."""
+        if self.proc is not None:
+            self.proc.kill()
 
     async def wait(self) -> int | None:
         """Wait for the process to exit; its return code (None if it never started)."""
@@ -114,8 +94,10 @@ class WorkerHandle:
             "index": self.index,
             "generation": self.generation,
             "pid": self.pid,
+            "node": self.node,
             "state": self.state,
             "load": self.load,
+            "finished": self.finished,
             "store": self.store_state,
             "stats": stats,
         }

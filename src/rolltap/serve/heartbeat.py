@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -71,6 +72,8 @@ class Heartbeat:
             "pid": os.getpid(),
             "t": time.time(),
             "rss": now.rss,
+            # the most this process ever held (Linux reports KiB)
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "open_files": now.open_files,
             "sockets": now.sockets,
             "threads": now.threads,

@@ -70,8 +70,7 @@ class Job:
         if self.runner is not None and not self.cancelled:
             results = await self.runner.run([WorkItem(self.task, self.spec.sample)])
             if results:
-                out = results[0].to_dict()
-                out["duration_s"] = results[0].duration_s
+                out = results[0].to_wire()
                 if self.runner.store_failure is not None:
                     await self._save_unsaved(self.runner, out)
                 return out

@@ -1,11 +1,13 @@
 """What the supervisor and its workers say to each other, and how it is framed.
 
-Each worker talks to the supervisor over one socket pair. A frame is a 4-byte
+Each worker talks to the supervisor over one channel: a socket pair (a child process) or
+a TCP connection (a Ray actor, which opens it with ``hello``). A frame is a 4-byte
 big-endian length and an orjson object whose ``type`` is a :class:`Msg`:
 
 ==================  =========  ===============================================================
 type                direction  fields
 ==================  =========  ===============================================================
+``hello``           W → S      ``ticket`` (first frame on a TCP channel: a Ray actor's)
 ``config``          S → W      the :class:`WorkerConfig` (first frame; holds the store URL)
 ``ready``           W → S      ``pid``
 ``submit``          S → W      ``job``, ``run_id``, ``session_id``, ``spec`` (a RolloutSpec)
@@ -47,6 +49,7 @@ MAX_FRAME = 512 * 1024 * 1024
 class Msg(StrEnum):
     """Frame types (see the module docstring)."""
 
+    HELLO = "hello"
     CONFIG = "config"
     READY = "ready"
     SUBMIT = "submit"

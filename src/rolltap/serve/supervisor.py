@@ -31,6 +31,7 @@ from rolltap.serve.config import ServeConfig
 from rolltap.serve.desk import StoreDesk
 from rolltap.serve.fleet import Fleet
 from rolltap.serve.handle import WorkerHandle
+from rolltap.serve.launch import Launcher, ProcessLauncher
 from rolltap.serve.outcomes import store_lost, terminal_result
 from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
 from rolltap.serve.storegate import StoreGate
@@ -100,10 +101,11 @@ class Supervisor:
             self._leases = await self._stack.enter_async_context(
                 RunLeases(self._store, self.config.lease_ttl_s)
             )
+            launcher, workers = await self._launcher()
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
             desk = StoreDesk(self._store) if self._store.backend == "sqlite" else None
             self._fleet = Fleet(
-                workers=self.config.workers, worker_config=self._worker_config, owner=self,
+                workers=workers, launcher=launcher, worker_config=self._worker_config, owner=self,
                 desk=desk, tasks=tasks, heartbeat_timeout_s=self.config.heartbeat_timeout_s,
                 start_timeout_s=self.config.start_timeout_s,
             )  # fmt: skip
@@ -114,6 +116,29 @@ class Supervisor:
         except BaseException:
             await self.aclose()
             raise
+
+    async def _launcher(self) -> tuple[Launcher, int]:
+        """How the workers start, and how many; a Ray launcher is closed after them."""
+        if self.config.ray is None:
+            return ProcessLauncher(), self.config.workers
+        from rolltap.serve.ray_launch import RayLauncher  # the extra, only when asked for
+
+        launcher = RayLauncher(
+            self.config.ray, workers=self.config.workers,
+            workers_per_node=self.config.workers_per_node,
+            place_timeout_s=self.config.start_timeout_s,
+        )  # fmt: skip
+        ray_launcher = await self._stack.enter_async_context(launcher)
+        return ray_launcher, ray_launcher.workers
+
+    async def own_run(self, run_id: str) -> int:
+        """Hold ``run_id``'s lease (taking it over from an owner that left it); its epoch.
+        What a driver calls before it plans a resume of the run."""
+        return await self._leases.own(run_id)
+
+    def room(self) -> int:
+        """How many more rollouts the ready workers can take now."""
+        return sum(max(0, self.config.max_inflight - h.load) for h in self.fleet.ready())
 
     async def aclose(self) -> None:
         """Cancel what still runs, stop the workers, flush the store. Idempotent."""
@@ -253,6 +278,7 @@ class Supervisor:
     def on_result(self, handle: WorkerHandle, message: dict[str, Any]) -> None:
         job = handle.jobs.get(str(message.get("job")))
         if job is not None:
+            handle.finished += 1
             self._resolve(job, message["result"])
 
     async def on_lost(self, handle: WorkerHandle, status: str, reason: str) -> None:

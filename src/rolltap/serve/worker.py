@@ -34,7 +34,7 @@ from rolltap.serve.sink import ShippedStore, StoreRpc
 from rolltap.serve.storegate import store_report
 from rolltap.store import Store
 
-__all__ = ["Worker", "main"]
+__all__ = ["Worker", "main", "serve_channel"]
 
 log = logging.getLogger("rolltap.serve.worker")
 
@@ -45,8 +45,10 @@ STORE_WATCH_S = 0.2
 class Worker:
     """Runs jobs for the supervisor on the other end of ``channel``."""
 
-    def __init__(self, config: WorkerConfig, channel: Channel) -> None:
+    def __init__(self, config: WorkerConfig, channel: Channel, *, node: str | None = None) -> None:
         self.config, self.channel = config, channel
+        #: the machine (a host name, or a Ray node id) this worker runs on
+        self.node = node or socket.gethostname()
         self.rpc = StoreRpc(channel)
         self.jobs: dict[str, Job] = {}
         self.gateway: Gateway | None = None
@@ -107,7 +109,7 @@ class Worker:
             if self.store is not None:
                 beats.append(group.create_task(self._watch_store(self.store)))
             self._group = group
-            await self.channel.send({"type": Msg.READY, "pid": os.getpid()})
+            await self.channel.send({"type": Msg.READY, "pid": os.getpid(), "node": self.node})
             await self._stopping.wait()
             for job in list(self.jobs.values()):
                 job.cancel()
@@ -194,13 +196,9 @@ class Worker:
         return out
 
 
-async def _main(fd: int) -> None:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        # a handler, not SIG_IGN: an ignored disposition would be inherited by harness
-        # subprocesses, which must stay killable
-        loop.add_signal_handler(signum, lambda: None)
-    channel = await Channel.over(socket.socket(fileno=fd))
+async def serve_channel(channel: Channel, *, node: str | None = None) -> None:
+    """Be a worker on ``channel`` (its first frame is the config) until told to stop or
+    until the supervisor goes away; closes the channel. What every launcher runs."""
     try:
         first = await channel.recv()
         if first is None or first.get("type") != Msg.CONFIG:
@@ -209,9 +207,18 @@ async def _main(fd: int) -> None:
         logging.basicConfig(
             level=logging.WARNING, format=f"rolltap worker {config.index}: %(message)s"
         )
-        await Worker(config, channel).run()
+        await Worker(config, channel, node=node).run()
     finally:
         await channel.aclose()
+
+
+async def _main(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        # a handler, not SIG_IGN: an ignored disposition would be inherited by harness
+        # subprocesses, which must stay killable
+        loop.add_signal_handler(signum, lambda: None)
+    await serve_channel(await Channel.over(socket.socket(fileno=fd)))
 
 
 def main(argv: list[str] | None = None) -> None:

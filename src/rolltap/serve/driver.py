@@ -1,0 +1,253 @@
+"""``rolltap eval`` on workers: the driver of a run whose rollouts run elsewhere.
+
+With ``workers`` (local processes) or ``ray`` (Ray actors) in the run config, the
+driver starts a :class:`~rolltap.serve.supervisor.Supervisor` with that launcher,
+creates (or takes over, on resume) the run, and feeds it the run's rollouts as room
+frees up — at most ``c`` in flight in all, split evenly over the workers. Results stream
+back into one progress display and one summary, and ``--resume`` works as in-process.
+A lost worker costs only its rollouts (``worker_lost``); a driver that has work left but
+no worker for ``start_timeout_s`` fails the run with ``workers_lost`` instead of waiting.
+
+>>> async def main(config: RunConfig) -> None:  # doctest: +SKIP
+...     result = await run_eval(config.merged({"workers": 2}))
+...     print(result.summary["statuses"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError, ServiceFullError, WorkersLostError
+from rolltap.otel import otel_enabled
+from rolltap.rollouts.api import (
+    LOCAL_SAMPLING,
+    Hooks,
+    RunResult,
+    execute,
+    load_run_tasks,
+    run_endpoint,
+    store_summary,
+    stored_run_config,
+)
+from rolltap.rollouts.config import RunConfig
+from rolltap.rollouts.prepare import prepare
+from rolltap.rollouts.results import RolloutResult
+from rolltap.rollouts.runner import WorkItem
+from rolltap.rollouts.summary import summarize
+from rolltap.rollouts.tasks import Task
+from rolltap.rollouts.workplan import plan_resume
+from rolltap.serve.batches import Batch
+from rolltap.serve.config import ServeConfig
+from rolltap.serve.fleet import Fleet
+from rolltap.serve.protocol import RolloutSpec
+from rolltap.serve.supervisor import Supervisor
+from rolltap.store import StoreUnavailableError
+
+__all__ = ["resume_eval", "run_eval"]
+
+log = logging.getLogger("rolltap.serve.driver")
+
+#: a rollout's wall clock when the run sets no timeout (workers still need a bound to
+#: tell a broken one from a slow one)
+_NO_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+async def run_eval(
+    config: RunConfig, *, resume_run: str | None = None, hooks: Hooks | None = None
+) -> RunResult:
+    """Run (or resume) ``config`` where it says: in this process, on ``workers`` local
+    processes, or on Ray (``ray``); the library behind ``rolltap eval``."""
+    if not config.distributed:
+        return await execute(config, resume_run=resume_run, hooks=hooks)
+    return await _Driver(config, hooks or Hooks()).run(resume_run)
+
+
+async def resume_eval(
+    run_id: str,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Rerun every rollout of ``run_id`` that did not finish, where its config says."""
+    run_id, config = await stored_run_config(run_id, store=store, overrides=overrides)
+    return await run_eval(config, resume_run=run_id, hooks=hooks)
+
+
+def _ready_count_is_not(count: int) -> Callable[[Fleet], bool]:
+    return lambda fleet: len(fleet.ready()) != count
+
+
+def _spec(config: RunConfig, item: WorkItem, sampling: dict[str, Any]) -> RolloutSpec:
+    return RolloutSpec(
+        task=item.task.to_dict(), sample=item.sample, harness=config.harness or "chat",
+        cmd=config.cmd, rewards=list(config.rewards), limits=config.limits, sampling=sampling,
+    )  # fmt: skip
+
+
+class _Driver:
+    def __init__(self, config: RunConfig, hooks: Hooks) -> None:
+        self.config, self.hooks = config, hooks
+        self.stopping = False
+        self.results: list[RolloutResult] = []
+        self._supervisor: Supervisor | None = None
+        self._inflight = 0
+        #: results as they land; ``None``: the workers changed, look for room again
+        self._landed: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def stop(self) -> None:
+        """Submit nothing more and cancel the rollouts in flight (they end ``cancelled``)."""
+        self.stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel_all()
+
+    async def run(self, resume_run: str | None) -> RunResult:
+        config = self.config
+        plan = prepare(config)  # harness, rewards, endpoint, extras: before anything starts
+        if config.ray is not None and plan.endpoint is None:
+            raise ConfigError(
+                "--ray needs --endpoint: the built-in local model listens on one "
+                "machine's loopback, which workers on other nodes cannot reach"
+            )
+        otel_enabled(config.otel)
+        tasks = load_run_tasks(config) if resume_run is None else None
+        async with run_endpoint(config, plan, self.hooks) as endpoint:
+            sampling = config.sampling or (LOCAL_SAMPLING if plan.endpoint is None else {})
+            if self.hooks.on_stage is not None:
+                self.hooks.on_stage("starting the workers…")
+            async with Supervisor(self._serve_config(endpoint)) as supervisor:
+                self._supervisor = supervisor
+                run_id, items, earlier = await self._plan(supervisor, tasks, resume_run)
+                if self.hooks.on_runner is not None:
+                    self.hooks.on_runner(self)
+                if self.hooks.on_plan is not None:
+                    self.hooks.on_plan(run_id, len(items))
+                specs = deque(_spec(config, item, sampling) for item in items)
+                await self._feed(supervisor, run_id, specs)
+                workers = [h.describe() for h in supervisor.fleet.slots if h is not None]
+                everything = earlier + self.results
+                summary = summarize(everything, r=config.r)
+                if not self.stopping and not specs:
+                    await store_summary(supervisor.store, run_id, summary)
+        return RunResult(run_id, everything, summary, self.stopping, workers)
+
+    def _serve_config(self, endpoint: EndpointConfig) -> ServeConfig:
+        config = self.config
+        per_node = config.workers_per_node
+        if config.ray is not None and config.workers is None and per_node is None:
+            per_node = 1  # --ray alone: one worker on every node
+        workers = config.workers or 1
+        # ``c`` is the run's total; placement is least-loaded first, so an even split
+        # (with workers per node, their number is known only once the cluster is seen)
+        per_worker = config.c if per_node is not None else math.ceil(config.c / workers)
+        settings = self.hooks.gateway_settings
+        return ServeConfig.build({
+            "workers": workers, "ray": config.ray, "workers_per_node": per_node,
+            "endpoints": [endpoint], "store": config.store, "max_inflight": per_worker,
+            "max_rollout_s": config.limits.timeout_s or _NO_TIMEOUT_S,
+            "lease_ttl_s": config.lease_ttl_s, "otel": config.otel,
+            # a run is short next to a service: a fresher heartbeat for the final table
+            "stats_interval_s": 2.0,
+            "otel_content": config.otel_content,
+            "store_unavailable_timeout_s": config.store_unavailable_timeout_s,
+            **({"gateway": settings} if settings is not None else {}),
+        }, source="run config")  # fmt: skip
+
+    async def _plan(
+        self, supervisor: Supervisor, tasks: list[Task] | None, resume_run: str | None
+    ) -> tuple[str, list[WorkItem], list[RolloutResult]]:
+        store = supervisor.store
+        if resume_run is not None:
+            # take the run over first: what a lost owner left is stored interrupted, and
+            # its late commits are refused, before the plan deletes and reruns them
+            await supervisor.own_run(resume_run)
+            items, earlier = await plan_resume(store, resume_run, self.config, None)
+            return resume_run, items, earlier
+        assert tasks is not None
+        run = await store.create_run(self.config.name, {"run": self.config.model_dump(mode="json")})
+        await supervisor.own_run(run.id)
+        return run.id, [WorkItem(t, s) for t in tasks for s in range(self.config.r)], []
+
+    async def _feed(self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]) -> None:
+        """Submit as room frees up — a result landed, a worker (re)joined — until every
+        rollout has a result, or the run stops."""
+        lost: WorkersLostError | None = None
+        async with asyncio.TaskGroup() as group:
+            watcher = group.create_task(self._watch_fleet(supervisor))
+            while (specs and not self.stopping) or self._inflight:
+                if specs and not self.stopping:
+                    batch = await self._submit(supervisor, run_id, specs)
+                    if batch is not None:
+                        group.create_task(self._collect(batch))
+                if self._inflight == 0:
+                    if specs and not self.stopping:
+                        lost = await self._await_workers(supervisor)
+                        if lost is not None:
+                            break
+                    continue
+                message = await self._landed.get()
+                if message is not None:
+                    self._land(message)
+            watcher.cancel()
+        if lost is not None:  # raised here, not as a task group's exception group
+            raise lost
+
+    async def _watch_fleet(self, supervisor: Supervisor) -> None:
+        """Wake the feeder whenever the number of ready workers changes."""
+        fleet = supervisor.fleet
+        while True:
+            await fleet.wait_until(_ready_count_is_not(len(fleet.ready())))
+            await self._landed.put(None)
+
+    async def _submit(
+        self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]
+    ) -> Batch | None:
+        room = min(supervisor.room(), self.config.c - self._inflight, len(specs),
+                   supervisor.config.max_batch)  # fmt: skip
+        if room <= 0:
+            return None
+        chosen = [specs.popleft() for _ in range(room)]
+        try:
+            batch = await supervisor.submit(chosen, run_id=run_id)
+        except (ServiceFullError, StoreUnavailableError) as err:
+            # a worker was lost between counting and placing, or the store is away:
+            # they go back to the front and are offered again after the next result
+            specs.extendleft(reversed(chosen))
+            log.info("holding %d rollouts back: %s", len(chosen), err.message)
+            if self._inflight == 0:
+                await asyncio.sleep(1.0)  # nothing will wake us: poll the service again
+            return None
+        self._inflight += len(chosen)
+        return batch
+
+    async def _collect(self, batch: Batch) -> None:
+        async for result in batch.results():
+            if result is not None:
+                await self._landed.put(result)
+
+    def _land(self, message: dict[str, Any]) -> None:
+        self._inflight -= 1
+        result = RolloutResult.from_wire(message)
+        self.results.append(result)
+        if self.hooks.on_result is not None:
+            self.hooks.on_result(result)
+
+    async def _await_workers(self, supervisor: Supervisor) -> WorkersLostError | None:
+        """Work is left and nothing runs: wait for a worker; the error if none comes."""
+        limit = supervisor.config.start_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                await supervisor.fleet.wait_until(lambda fleet: bool(fleet.ready()))
+        except TimeoutError:
+            return WorkersLostError(
+                f"no worker has been ready for {limit:g} s (lost: "
+                f"{supervisor.fleet.lost}, restarts: {supervisor.fleet.restarts}); "
+                "the run stops: finish it with rolltap eval --resume"
+            )
+        return None
