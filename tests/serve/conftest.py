@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from rolltap.serve import ServeConfig, Service
 from rolltap.sim import Simulator
 from rolltap.store import WriterHooks
 from serve.servekit import TOKEN, ServiceFactory
+from store.conftest import fresh_database
 
 
 @pytest.fixture
@@ -43,3 +44,12 @@ async def start_service(sim: Simulator, tmp_path: Path) -> AsyncIterator[Service
     yield start
     for service in services:
         await service.aclose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def serve_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLite (the supervisor writes) and the server databases (each worker writes)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'serve.db'}"
+        return
+    yield from fresh_database(request.param)

@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,16 +18,6 @@ from rolltap.serve.fleet import Fleet
 from rolltap.sim import Simulator
 from rolltap.store import Store, StoreFencedError
 from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec
-from store.conftest import fresh_database
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def serve_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """SQLite (the supervisor writes) and the server databases (each worker writes)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'serve.db'}"
-        return
-    yield from fresh_database(request.param)
 
 
 def _replaced(index: int, old_pid: int | None) -> Callable[[Fleet], bool]:
