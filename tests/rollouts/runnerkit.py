@@ -12,9 +12,10 @@ from rolltap.sim import Simulator
 
 
 async def run_placed(
-    sim: Simulator, store: SessionStore, run_id: str, n: int, **where: str | None
-) -> list[RolloutResult]:
-    """``n`` one-turn rollouts of a runner built with ``where`` (node_id, worker_id)."""
+    sim: Simulator, store: SessionStore, run_id: str, n: int, *,
+    node_id: str | None = None, worker_id: str | None = None,
+) -> list[RolloutResult]:  # fmt: skip
+    """``n`` one-turn rollouts of a runner placed on ``node_id`` as ``worker_id``."""
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     async with (
         StoreRecorder(store, final_commit=False) as recorder,
@@ -23,7 +24,7 @@ async def run_placed(
         runner = Runner(
             gateway=gateway, store=store, observer=recorder, run_id=run_id,
             harness=chat_harness, scorer=Scorer([RewardSpec("contains")]), model="sim-model",
-            c=4, **where,
+            c=4, node_id=node_id, worker_id=worker_id,
         )  # fmt: skip
         items = [WorkItem(Task(id=f"t{i}", prompt=f"say {i}"), 0) for i in range(n)]
         return await runner.run(items)

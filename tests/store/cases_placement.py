@@ -104,9 +104,9 @@ class PlacementCases:
         self, store: Store
     ) -> None:
         run = await store.create_run()
-        for where in ({"node_id": NODE + "x"}, {"worker_id": "w" * 65}, {"node_id": ""}):
+        for node, worker in ((NODE + "x", None), (None, "w" * 65), ("", "w")):
             with pytest.raises(StoreValidationError, match="id must be None or 1"):
-                await store.create_session(run.id, **where)
+                await store.create_session(run.id, node_id=node, worker_id=worker)
         assert await store.list_sessions(run.id) == []
 
     async def test_the_cli_and_the_rollout_page_show_where_a_session_ran(
