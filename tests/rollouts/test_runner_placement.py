@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rollouts.runnerkit import run_placed
 from rolltap.sim import Simulator
 from rolltap.store import Store
-from rollouts.runnerkit import run_placed
 
 
 async def test_every_session_a_runner_creates_names_its_node_and_worker(
@@ -19,10 +19,6 @@ async def test_every_session_a_runner_creates_names_its_node_and_worker(
         sessions = await store.list_sessions(placed.id)
         unplaced = await store.list_sessions(plain.id)
     assert sorted(r.session_id or "" for r in ran) == sorted(s.id for s in sessions)
-    assert {(s.status, s.node_id, s.worker_id) for s in sessions} == {
-        ("completed", "node-b", "w1")
-    }
+    assert {(s.status, s.node_id, s.worker_id) for s in sessions} == {("completed", "node-b", "w1")}
     assert len(sessions) == 6
-    assert [(s.status, s.node_id, s.worker_id) for s in unplaced] == [
-        ("completed", None, None)
-    ] * 2
+    assert [(s.status, s.node_id, s.worker_id) for s in unplaced] == [("completed", None, None)] * 2

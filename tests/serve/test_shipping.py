@@ -7,12 +7,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from rollouts.runnerkit import run_placed
 from rolltap.serve.desk import StoreDesk
 from rolltap.serve.protocol import Channel, Msg
 from rolltap.serve.sink import ShippedStore, StoreRpc
 from rolltap.sim import Simulator
 from rolltap.store import EventKind, EventLog, Store
-from rollouts.runnerkit import run_placed
 
 
 async def _answer(channel: Channel, desk: StoreDesk, frames: list[dict[str, Any]]) -> None:

@@ -14,7 +14,14 @@ from store.cases_summary import SummaryCases
 
 
 class TestStore(
-    CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases, LeaseCases, SummaryCases,
+    CommitCases,
+    ForkCases,
+    FaultCases,
+    CliCases,
+    IdCases,
+    OutageCases,
+    LeaseCases,
+    SummaryCases,
     PlacementCases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""

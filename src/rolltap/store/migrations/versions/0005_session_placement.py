@@ -26,9 +26,7 @@ _WORKER_ID = 64
 
 def upgrade() -> None:
     op.add_column("rolltap_sessions", sa.Column("node_id", sa.String(_NODE_ID), nullable=True))
-    op.add_column(
-        "rolltap_sessions", sa.Column("worker_id", sa.String(_WORKER_ID), nullable=True)
-    )
+    op.add_column("rolltap_sessions", sa.Column("worker_id", sa.String(_WORKER_ID), nullable=True))
 
 
 def downgrade() -> None:
