@@ -7,9 +7,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from rollouts.runnerkit import run_placed
 from rolltap.serve.desk import StoreDesk
 from rolltap.serve.protocol import Channel, Msg
 from rolltap.serve.sink import ShippedStore, StoreRpc
+from rolltap.sim import Simulator
 from rolltap.store import EventKind, EventLog, Store
 
 
@@ -62,3 +64,27 @@ async def test_commits_ship_only_new_events_and_rewinds_from_the_cut(tmp_path: P
     assert [e.payload["text"] for e in events] == ["n0", "n1", "again"]
     assert (info.status, info.reward, info.n_events) == ("completed", 1.0, 3)
     assert frames[-1]["op"] == "forget"
+
+
+async def test_a_shipped_runner_stores_its_node_and_worker(sim: Simulator, tmp_path: Path) -> None:
+    left, right = socket.socketpair()
+    worker, supervisor = await Channel.over(left), await Channel.over(right)
+    frames: list[dict[str, Any]] = []
+    async with await Store.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        run = await store.create_run("shipped")
+        rpc = StoreRpc(worker)
+        async with asyncio.TaskGroup() as group:
+            answering = group.create_task(_answer(supervisor, StoreDesk(store), frames))
+            reading = group.create_task(_worker_side(rpc, worker))
+            shipped = ShippedStore(rpc)
+            await run_placed(sim, shipped, run.id, 3, node_id="node-c", worker_id="w2")
+            await worker.aclose()
+            await supervisor.aclose()
+            for task in (answering, reading):
+                task.cancel()
+        sessions = await store.list_sessions(run.id)
+    created = [f for f in frames if f["op"] == "create_session"]
+    assert [(f["node_id"], f["worker_id"]) for f in created] == [("node-c", "w2")] * 3
+    assert [(s.status, s.node_id, s.worker_id) for s in sessions] == [
+        ("completed", "node-c", "w2")
+    ] * 3

@@ -155,7 +155,7 @@ class SummaryCases:
 
     async def test_migration_0003_backfills_older_sessions(self, store_url: str) -> None:
         await upgrade(store_url, "0002")
-        await _fill_at_0002(store_url)
+        await fill_at_0002(store_url)
         if backend_of(to_sqlalchemy_url(store_url)) != "sqlite":
             with pytest.raises(SchemaVersionError, match="rolltap db upgrade"):
                 await Store.open(store_url)
@@ -190,7 +190,7 @@ async def _aggregates(store: Store, run_id: str) -> tuple[list[Any], list[Any]]:
     return sorted(stats), sorted(tasks)
 
 
-async def _fill_at_0002(url: str) -> None:
+async def fill_at_0002(url: str) -> None:
     """A run with a session and its fork, written as a rolltap at schema 0002 wrote them."""
     runs_t = sa.table("rolltap_runs", *(sa.column(c) for c in (
         "id", "name", "config", "created_at", "n_sessions", "n_finished", "n_failed",

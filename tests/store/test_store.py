@@ -9,10 +9,19 @@ from store.cases_forks import ForkCases
 from store.cases_ids import IdCases
 from store.cases_leases import LeaseCases
 from store.cases_outage import OutageCases
+from store.cases_placement import PlacementCases
 from store.cases_summary import SummaryCases
 
 
 class TestStore(
-    CommitCases, ForkCases, FaultCases, CliCases, IdCases, OutageCases, LeaseCases, SummaryCases
+    CommitCases,
+    ForkCases,
+    FaultCases,
+    CliCases,
+    IdCases,
+    OutageCases,
+    LeaseCases,
+    SummaryCases,
+    PlacementCases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""

@@ -121,9 +121,12 @@ def sessions_show(
             info = await opened.get_session(full_id)
             history = await opened.events(full_id)
         fork = f", fork of {info.parent_id} at {info.fork_at}" if info.parent_id else ""
+        placed = info.node_id or info.worker_id  # where it ran, when its owner said
+        where = f" on {info.node_id or '-'} / {info.worker_id or '-'}" if placed else ""
         console.print(
             f"[bold]session {info.id}[/bold] run {info.run_id} user {info.user or '-'} "
-            f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}",
+            f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}"
+            f"{where}",
             highlight=False,
         )
         for line in render_lines(build_transcript(history)):

@@ -44,6 +44,7 @@ class SessionStore(Protocol):
 
     A :class:`~rolltap.store.Store` is one; a ``rolltap serve`` worker on SQLite passes
     one that ships each write to the supervisor, which owns the only writer.
+    ``node_id`` and ``worker_id`` record where the session runs (None: not said).
     """
 
     async def create_session(
@@ -53,6 +54,8 @@ class SessionStore(Protocol):
         session_id: str | None = None,
         user: str | None = None,
         task: Mapping[str, Any] | None = None,
+        node_id: str | None = None,
+        worker_id: str | None = None,
     ) -> SessionInfo: ...
 
     async def commit(

@@ -81,6 +81,8 @@ class Runner:
         endpoint: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
         admission: Callable[[], Awaitable[None]] | None = None,
+        node_id: str | None = None,
+        worker_id: str | None = None,
     ) -> None:
         self.gateway, self.store, self.observer = gateway, store, observer
         self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
@@ -88,6 +90,8 @@ class Runner:
         self.on_result = on_result
         #: the user and endpoint name every rollout registers with (pool identity)
         self.user, self.endpoint = user, endpoint
+        #: where this runner runs, recorded with every session it creates (None: not said)
+        self.node_id, self.worker_id = node_id, worker_id
         self.stopping = False
         self.results: list[RolloutResult] = []
         self.admission = admission
@@ -202,7 +206,9 @@ class Runner:
     async def _create_session(self, task: dict[str, Any]) -> SessionInfo:
         while True:
             try:
-                return await self.store.create_session(self.run_id, task=task)
+                return await self.store.create_session(
+                    self.run_id, task=task, node_id=self.node_id, worker_id=self.worker_id
+                )
             except StoreBusyError:  # a slow or restarting database: wait, do not fail
                 log.info("store busy; waiting to create the session")
 

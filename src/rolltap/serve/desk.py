@@ -61,6 +61,9 @@ class StoreDesk:
             session_id=message.get("session_id"),
             user=message.get("user"),
             task=message.get("task"),
+            # absent from frames of a worker that names no placement
+            node_id=message.get("node_id"),
+            worker_id=message.get("worker_id"),
         )
         self._mirrors[info.id] = EventLog()
         return info.to_dict()

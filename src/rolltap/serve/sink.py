@@ -105,10 +105,13 @@ class ShippedStore:
         session_id: str | None = None,
         user: str | None = None,
         task: Mapping[str, Any] | None = None,
+        node_id: str | None = None,
+        worker_id: str | None = None,
     ) -> SessionInfo:
         value = await self._rpc.call(
-            "create_session", run_id=run_id, session_id=session_id, user=user, task=task
-        )
+            "create_session", run_id=run_id, session_id=session_id, user=user, task=task,
+            node_id=node_id, worker_id=worker_id,
+        )  # fmt: skip
         info = SessionInfo(**value)
         self._shipped[info.id] = 0
         return info
@@ -160,10 +163,13 @@ class JobStore:
         session_id: str | None = None,
         user: str | None = None,
         task: Mapping[str, Any] | None = None,
+        node_id: str | None = None,
+        worker_id: str | None = None,
     ) -> SessionInfo:
         return await self._store.create_session(
-            run_id, session_id=session_id or self.session_id, user=user, task=task
-        )
+            run_id, session_id=session_id or self.session_id, user=user, task=task,
+            node_id=node_id, worker_id=worker_id,
+        )  # fmt: skip
 
     async def commit(
         self,

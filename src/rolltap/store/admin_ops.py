@@ -82,7 +82,8 @@ class CreateSessionOp(WriteOp):
                 id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
                 status=s.status, created_at=s.created_at, updated_at=s.updated_at,
                 n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
-                fork_at=s.fork_at, last_commit=self.token, task_id=task_id, **derived,
+                fork_at=s.fork_at, node_id=s.node_id, worker_id=s.worker_id,
+                last_commit=self.token, task_id=task_id, **derived,
             )
         )  # fmt: skip
         if self.rows:

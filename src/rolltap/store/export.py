@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.errors import StoreValidationError
 from rolltap.store.events import FORMAT_VERSION, Event, EventLog
-from rolltap.store.models import RunInfo, SessionInfo, check_id, check_status
+from rolltap.store.models import RunInfo, SessionInfo, check_id, check_placement, check_status
 from rolltap.store.reader import fetch_run, fetch_session, iter_event_rows, list_sessions
 from rolltap.store.serialize import event_json, event_rows
 
@@ -151,12 +151,15 @@ def _run(doc: dict[str, Any]) -> RunInfo:
 
 def _session(doc: dict[str, Any], n_events: int) -> SessionInfo:
     reward = doc.get("reward")
+    # absent from exports written before sessions recorded where they ran
+    node_id, worker_id = check_placement(doc.get("node_id"), doc.get("worker_id"))
     return SessionInfo(
         id=check_id(str(doc["id"]), "session"), run_id=str(doc["run_id"]),
         user=doc.get("user"), task=dict(doc.get("task") or {}),
         status=check_status(str(doc["status"])), created_at=float(doc["created_at"]),
         updated_at=float(doc["updated_at"]), n_events=n_events,
         reward=None if reward is None else float(reward), parent_id=None, fork_at=None,
+        node_id=node_id, worker_id=worker_id,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.schema import ID_LENGTH
+from rolltap.store.schema import ID_LENGTH, NODE_ID_LENGTH, WORKER_ID_LENGTH
 
 __all__ = [
     "FAILED_STATUSES",
@@ -21,6 +21,7 @@ __all__ = [
     "RunInfo",
     "SessionInfo",
     "check_id",
+    "check_placement",
     "check_status",
     "is_failed",
     "is_finished",
@@ -69,6 +70,19 @@ def check_id(value: str, what: str) -> str:
     if not value or len(value) > ID_LENGTH:
         raise StoreValidationError(f"{what} id must have 1..{ID_LENGTH} characters")
     return value
+
+
+def check_placement(node_id: str | None, worker_id: str | None) -> tuple[str | None, str | None]:
+    """A session's (node id, worker id): each None, or non-empty within its column's length.
+
+    >>> check_placement("node-a", "w3")
+    ('node-a', 'w3')
+    """
+    for value, what, most in ((node_id, "node", NODE_ID_LENGTH),
+                              (worker_id, "worker", WORKER_ID_LENGTH)):  # fmt: skip
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= most):
+            raise StoreValidationError(f"{what} id must be None or 1..{most} characters")
+    return node_id, worker_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,9 @@ class SessionInfo:
     reward: float | None
     parent_id: str | None
     fork_at: int | None
+    #: the node and the worker that ran it, as its owner said (None: not said)
+    node_id: str | None = None
+    worker_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +153,8 @@ class SessionInfo:
             "reward": self.reward,
             "parent_id": self.parent_id,
             "fork_at": self.fork_at,
+            "node_id": self.node_id,
+            "worker_id": self.worker_id,
         }
 
 

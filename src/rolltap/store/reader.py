@@ -87,6 +87,8 @@ def session_info(m: RowMapping, now: float | None = None) -> SessionInfo:
         reward=m["reward"],
         parent_id=m["parent_id"],
         fork_at=m["fork_at"],
+        node_id=m["node_id"],
+        worker_id=m["worker_id"],
     )
 
 

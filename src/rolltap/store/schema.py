@@ -30,8 +30,10 @@ from sqlalchemy.dialects import mysql
 
 __all__ = [
     "ID_LENGTH",
+    "NODE_ID_LENGTH",
     "SORTED_COLUMNS",
     "VERSION_TABLE",
+    "WORKER_ID_LENGTH",
     "events",
     "leases",
     "metadata",
@@ -43,6 +45,9 @@ __all__ = [
 
 #: the longest run or session id
 ID_LENGTH = 64
+#: the longest node id and worker id a session records (its placement)
+NODE_ID_LENGTH = 128
+WORKER_ID_LENGTH = 64
 #: Alembic's version table, named so it cannot clash with a user's own migrations
 VERSION_TABLE = "rolltap_alembic_version"
 
@@ -105,6 +110,9 @@ sessions = Table(
     Column("prompt_tokens", Integer, nullable=True),
     Column("completion_tokens", Integer, nullable=True),
     Column("duration_s", Double, nullable=True),
+    # where it ran, as its owner said at creation (None: not said, or stored before 0005)
+    Column("node_id", String(NODE_ID_LENGTH), nullable=True),
+    Column("worker_id", String(WORKER_ID_LENGTH), nullable=True),
     Index("ix_rolltap_sessions_run_status_reward", "run_id", "status", "reward"),
     Index("ix_rolltap_sessions_run_created", "run_id", "created_at"),
     Index("ix_rolltap_sessions_parent", "parent_id"),

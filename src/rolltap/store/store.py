@@ -31,7 +31,14 @@ from rolltap.store.events import EventLog
 from rolltap.store.importing import merge_session
 from rolltap.store.leasing import StoreLeases
 from rolltap.store.migrate import ensure_schema
-from rolltap.store.models import CommitResult, RunInfo, SessionInfo, check_id, check_status
+from rolltap.store.models import (
+    CommitResult,
+    RunInfo,
+    SessionInfo,
+    check_id,
+    check_placement,
+    check_status,
+)
 from rolltap.store.opening import check_sqlite_file
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
@@ -187,20 +194,23 @@ class Store(StoreReads, StoreLeases):
     async def create_session(
         self, run_id: str, *, session_id: str | None = None, user: str | None = None,
         task: Mapping[str, Any] | None = None, parent: str | None = None,
-        fork_at: int | None = None,
+        fork_at: int | None = None, node_id: str | None = None, worker_id: str | None = None,
     ) -> SessionInfo:  # fmt: skip
         """Create a session in ``run_id``; a fork of ``parent`` at ``fork_at`` when given.
 
         A fork starts from the parent's first ``fork_at`` events (default: all of them)
         without copying them; get its log with :meth:`load_log`, append, commit.
+        ``node_id`` (≤ 128 characters) and ``worker_id`` (≤ 64) record where it runs.
 
         >>> # s = await store.create_session(run.id, parent=base.id, fork_at=12)
         """
         now = time.time()
+        node_id, worker_id = check_placement(node_id, worker_id)
         session = SessionInfo(
             id=check_id(session_id or uuid.uuid4().hex, "session"), run_id=run_id, user=user,
             task=dict(task or {}), status="pending", created_at=now, updated_at=now,
             n_events=0, reward=None, parent_id=parent, fork_at=fork_at,
+            node_id=node_id, worker_id=worker_id,
         )  # fmt: skip
         op = CreateSessionOp(session, on_success=self._remember, epoch=self._epochs.get(run_id))
         result: SessionInfo = await self._write(op)
