@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -17,7 +19,7 @@ from rolltap.errors import ConfigError
 from rolltap.rollouts import Hooks, RolloutResult, RunConfig
 from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.sim import Simulator
-from rolltap.store import Store
+from rolltap.store import SessionInfo, Store
 from serve.servekit import read_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -55,9 +57,12 @@ def worker_processes() -> list[psutil.Process]:
 
 
 async def stored(url: str, run_id: str) -> list[tuple[str, int, str]]:
+    return [(s.task["task_id"], s.task["sample"], s.status) for s in await sessions_of(url, run_id)]
+
+
+async def sessions_of(url: str, run_id: str) -> list[SessionInfo]:
     async with await Store.open(url) as store:
-        sessions = await store.list_sessions(run=run_id)
-    return [(s.task["task_id"], s.task["sample"], s.status) for s in sessions]
+        return await store.list_sessions(run=run_id)
 
 
 async def test_a_run_on_two_workers_is_one_run_every_rollout_stored_once(
@@ -73,8 +78,12 @@ async def test_a_run_on_two_workers_is_one_run_every_rollout_stored_once(
     assert len(landed) == 60
     rows = await stored(url, result.run_id)
     assert sorted(rows) == sorted((f"t{i}", s, "completed") for i in range(30) for s in range(2))
-    # both workers ran rollouts, and the run's summary was stored with the run
+    # both workers ran rollouts, and each session says which one (and on which machine)
     assert [w["finished"] > 0 for w in result.workers] == [True, True]
+    placed = Counter((s.node_id, s.worker_id) for s in await sessions_of(url, result.run_id))
+    node = socket.gethostname()
+    assert set(placed) == {(node, "w0"), (node, "w1")}
+    assert sorted(placed.values()) == sorted(w["finished"] for w in result.workers)
     assert result.summary["model_calls"] == 60 and result.summary["latency_ms"]["p50"] is not None
     async with await Store.open(url) as store:
         run = await store.get_run(result.run_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -203,6 +204,7 @@ async def _run_on(
                 harness=plan.harness, scorer=plan.scorer, model=endpoint.model, c=config.c,
                 limits=_limits(config.limits), sampling=sampling,
                 on_result=ctx.hooks.on_result, admission=store.wait_for_room,
+                node_id=socket.gethostname(),
             )  # fmt: skip
             if ctx.hooks.on_runner is not None:
                 ctx.hooks.on_runner(runner)

@@ -129,8 +129,12 @@ class JobFactory:
         gateway: Gateway,
         store: SessionStore,
         recorder: StoreRecorder,
+        *,
+        node: str | None = None,
     ) -> None:
         self.config, self.gateway, self.store, self.recorder = config, gateway, store, recorder
+        #: where this worker's sessions say they ran (its node, its slot)
+        self.node, self.worker_id = node, f"w{config.index}"
         self._models = {ep.name: ep.model for ep in config.endpoints}
         self._harnesses: dict[tuple[str, str | None], Harness] = {}
         # one TLS context for every rollout of this worker: building one loads the CA
@@ -182,6 +186,7 @@ class JobFactory:
                 run_id=job.run_id, harness=self._harness(spec), scorer=self._scorer(spec),
                 model=self._models[endpoint], c=1, limits=self._limits(spec),
                 sampling=spec.sampling, user=spec.user, endpoint=endpoint, ssl_context=self._ssl,
+                node_id=self.node, worker_id=self.worker_id,
             )  # fmt: skip
         except ConfigError as err:
             job.refusal = f"{err.code}: {err.message}"

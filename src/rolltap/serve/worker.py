@@ -96,7 +96,7 @@ class Worker:
         self.gateway = await stack.enter_async_context(
             Gateway(self.config.endpoints, settings, observers=[recorder], tracer=tracer)
         )
-        return JobFactory(self.config, self.gateway, store, recorder)
+        return JobFactory(self.config, self.gateway, store, recorder, node=self.node)
 
     async def _serve(self) -> None:
         assert self.gateway is not None
