@@ -47,9 +47,13 @@ async def gateways(sim: Simulator) -> AsyncIterator[dict[str, Gateway]]:
             await gateway.aclose()
 
 
-def _same(answer: dict[str, Any]) -> dict[str, Any]:
-    """An answer without what differs per request (the id, the time)."""
-    return {k: v for k, v in answer.items() if k not in ("id", "created")}
+def _same(answer: Any) -> Any:
+    """An answer without what differs per request (ids, the time)."""
+    if isinstance(answer, list):
+        return [_same(item) for item in answer]
+    if isinstance(answer, dict):
+        return {k: _same(v) for k, v in answer.items() if k not in ("id", "created")}
+    return answer
 
 
 async def _chat(
@@ -98,7 +102,7 @@ async def test_the_server_ids_are_recorded_and_the_harness_gets_its_own_answer(
     text = _text(got)
     assert text and response["tokens"] == {
         "prompt_ids": PROMPT_IDS,
-        "completion_ids": VOCAB.encode(text) + [VOCAB.eos],
+        "completion_ids": [*VOCAB.encode(text), VOCAB.eos],
         "completion_logprobs": None,
         "render": "server",
     }
@@ -174,13 +178,13 @@ async def test_a_translated_call_records_the_ids_too(
             async with client.messages.stream(
                 model="m", max_tokens=64, messages=MESSAGES
             ) as answer:
-                message = await answer.get_final_message()
+                text = await answer.get_final_text()
         else:
             message = await client.messages.create(model="m", max_tokens=64, messages=MESSAGES)
-    text = "".join(block.text for block in message.content if block.type == "text")
+            text = "".join(block.text for block in message.content if block.type == "text")
     _, response = _payloads(await events(http, gateways["logprobs"], rollout["id"]))
     tokens = response["tokens"]
     assert tokens["prompt_ids"] == PROMPT_IDS and tokens["render"] == "server"
-    assert tokens["completion_ids"] == VOCAB.encode(text) + [VOCAB.eos]
+    assert tokens["completion_ids"] == [*VOCAB.encode(text), VOCAB.eos]
     assert len(tokens["completion_logprobs"]) == len(tokens["completion_ids"])
     assert "token_ids" not in response.get("extras", {})

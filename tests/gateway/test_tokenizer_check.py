@@ -34,10 +34,10 @@ def _gateway(sim: Simulator, tokenizer: Path, api: str) -> Gateway:
 
 @pytest.mark.parametrize("api", APIS)
 async def test_a_server_that_tokenizes_otherwise_fails_ready(api: str, tokenizer_dir: Path) -> None:
-    async with Simulator(SimConfig(tokenize_mismatch_at=7)) as sim:
-        async with _gateway(sim, tokenizer_dir, api) as gateway:
-            with pytest.raises(TokenizerMismatchError) as caught:
-                await gateway.ready()
+    config = SimConfig(tokenize_mismatch_at=7)
+    async with Simulator(config) as sim, _gateway(sim, tokenizer_dir, api) as gateway:
+        with pytest.raises(TokenizerMismatchError) as caught:
+            await gateway.ready()
     err = caught.value
     assert (err.code, err.status) == ("tokenizer_mismatch", 400)
     assert "from id 7 on" in err.message

@@ -111,15 +111,15 @@ class ServerCapture:
         self._strip(body)
         return record
 
-    def take_chunk(self, chunk: dict[str, Any]) -> None:
+    def take_chunk(self, chunk: dict[str, Any]) -> bool:
         """A stream chunk: its ids and logprobs kept (choice 0's), the extra fields taken
-        out (in place)."""
+        out (in place); whether it changed."""
         if self.prompt_ids is None and "prompt_token_ids" in chunk:
             self.prompt_ids = chunk["prompt_token_ids"]
         for choice in chunk.get("choices") or ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self.take_extras(choice.get("token_ids"), choice.get("logprobs"))
-        self._strip(chunk)
+        return self._strip(chunk)
 
     def take_extras(self, ids: Any, logprobs: Any) -> None:
         """One chunk's choice-0 ``token_ids`` and ``logprobs`` (as a chat choice has them)."""
@@ -145,13 +145,18 @@ class ServerCapture:
             extras.pop("logprobs", None)
         return record
 
-    def _strip(self, obj: dict[str, Any]) -> None:
-        if self.strip_ids:
-            obj.pop("prompt_token_ids", None)
+    def _strip(self, obj: dict[str, Any]) -> bool:
+        changed = False
+        if self.strip_ids and "prompt_token_ids" in obj:
+            del obj["prompt_token_ids"]
+            changed = True
         for choice in obj.get("choices") or ():
             if not isinstance(choice, dict):
                 continue
-            if self.strip_ids:
-                choice.pop("token_ids", None)
-            if self.strip_logprobs and "logprobs" in choice:
+            if self.strip_ids and "token_ids" in choice:
+                del choice["token_ids"]
+                changed = True
+            if self.strip_logprobs and choice.get("logprobs") is not None:
                 choice["logprobs"] = None  # as a call without logprobs is answered
+                changed = True
+        return changed

@@ -29,12 +29,11 @@ Every rewrite is returned as ``{"field", "from", "to"}`` for the request event.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
-
-import dataclasses
-import functools
 
 import orjson
 

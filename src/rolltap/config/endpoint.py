@@ -184,8 +184,9 @@ class EndpointConfig(BaseModel):
             raise ValueError("capture_logprobs needs capture_tokens")
         if self.capture_tokens and (self.client != "relay" or self.dialect != "chat"):
             # the token client has the ids already; only vLLM's chat route returns them
-            raise ValueError("capture_tokens needs a chat relay endpoint (client 'relay', "
-                             "dialect 'chat')")
+            raise ValueError(
+                "capture_tokens needs a chat relay endpoint (client 'relay', dialect 'chat')"
+            )
         return self
 
     def resolve_credential(self, environ: Mapping[str, str] | None = None) -> str | None:

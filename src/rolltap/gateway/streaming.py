@@ -136,8 +136,7 @@ class StreamRelay:
                 continue
             obj = _chunk(ev.data)
             raw = ev.raw
-            if self._capture is not None:
-                self._capture.take_chunk(obj)
+            if self._capture is not None and self._capture.take_chunk(obj):
                 raw = encode_data(orjson.dumps(obj))  # chat's framing: one data line
             acc.add(obj)
             if self._strip and not obj.get("choices") and obj.get("usage"):
