@@ -9,7 +9,7 @@ import pytest
 
 from gateway.simtok import build_sim_tokenizer
 from helpers import ADMIN_TOKEN
-from rolltap.clients.tokenizer_check import PROBE
+from rolltap.clients.tokenizer_check import PROBE, tokenize_body
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import TokenizerMismatchError
 from rolltap.gateway import Gateway
@@ -64,3 +64,16 @@ async def test_the_probe_reads_the_same_in_the_simulator_and_its_tokenizer(
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
     assert tok.encode(PROBE, add_special_tokens=False) == VOCAB.encode(PROBE)
+
+
+def test_each_server_is_asked_in_its_own_shape() -> None:
+    def body(api: str) -> dict[str, object]:
+        endpoint = EndpointConfig(
+            base_url="http://h/v1", model="m", client="tokens", tokenizer="t",
+            completions_api=api,
+        )  # fmt: skip
+        return tokenize_body(endpoint, "x")
+
+    assert body("llamacpp") == {"content": "x", "add_special": False}
+    for api in ("vllm", "vllm-generate", "sglang"):
+        assert body(api) == {"model": "m", "prompt": "x", "add_special_tokens": False}
