@@ -96,3 +96,13 @@ async def test_a_server_without_tokenize_is_not_checked(tmp_path: Path) -> None:
         ))  # fmt: skip
     assert code == 0, err
     assert orjson.loads(out)["model_calls"] == 1
+
+
+async def test_capture_without_an_endpoint_is_refused_before_the_local_model(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    done = await arolltap("eval", str(_tasks(tmp_path)), "--harness", "chat", "--store", url,
+                          "--capture-tokens")  # fmt: skip
+    line = assert_one_line_error(done, 2, "invalid_config")
+    assert "capture_tokens needs an endpoint" in line
