@@ -16,7 +16,7 @@ import pytest
 from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
-from rolltap.sim import Simulator
+from rolltap.sim import SimConfig, Simulator
 from rolltap.sim.vocab import VOCAB
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
@@ -188,3 +188,28 @@ async def test_a_translated_call_records_the_ids_too(
     assert tokens["completion_ids"] == [*VOCAB.encode(text), VOCAB.eos]
     assert len(tokens["completion_logprobs"]) == len(tokens["completion_ids"])
     assert "token_ids" not in response.get("extras", {})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_relay_records_the_servers_reasoning(
+    stream: bool, http: aiohttp.ClientSession
+) -> None:
+    """A reasoning model's ``reasoning_content`` reaches the harness as sent, and the
+    response event has it beside the answer; the thought's ids lead the sampled ones."""
+    async with Simulator(SimConfig(seed=7, reasoning_tokens=3)) as sim:
+        endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model", capture_tokens=True)
+        async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
+            got, evs = await _chat(http, gateway, stream=stream)
+    if stream:
+        thought = "".join(
+            (c["choices"][0]["delta"].get("reasoning_content") or "")
+            for c in got if c["choices"]
+        )  # fmt: skip
+    else:
+        thought = got[0]["choices"][0]["message"]["reasoning_content"]
+    assert len(thought.split()) == 3
+    _, response = _payloads(evs)
+    assert response["reasoning"] == thought
+    assert response["body"]["choices"][0]["message"]["reasoning_content"] == thought
+    expected = [*VOCAB.encode(f"<think>\n{thought}\n</think>\n\n" + _text(got)), VOCAB.eos]
+    assert response["tokens"]["completion_ids"] == expected

@@ -1,5 +1,5 @@
 """``POST /v1/chat/completions``: the OpenAI chat-completions wire format, with vLLM's
-``return_token_ids`` (:mod:`rolltap.sim.chat_ids`)."""
+``return_token_ids`` and ``reasoning_content`` (:mod:`rolltap.sim.chat_ids`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from rolltap.sim.chat_ids import ChatIds, chat_ids
+from rolltap.sim.chat_ids import ChatIds, chat_ids, reasoning_of
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import (
     Answer,
@@ -126,7 +126,7 @@ def _tool_call(answer: Answer, arguments: str) -> dict[str, Any]:
     }
 
 
-def _body(answer: Answer, ids: ChatIds | None) -> bytes:
+def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...]) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": answer.text}
     if answer.tool_name is not None:
         message = {
@@ -134,6 +134,8 @@ def _body(answer: Answer, ids: ChatIds | None) -> bytes:
             "content": None,
             "tool_calls": [_tool_call(answer, answer.tool_args)],
         }
+    if thought:
+        message["reasoning_content"] = "".join(thought)
     choice = {
         "index": 0,
         "message": message,
@@ -157,10 +159,13 @@ def _body(answer: Answer, ids: ChatIds | None) -> bytes:
 class _Chunks:
     """Builds the stream's ``chat.completion.chunk`` events for one answer."""
 
-    def __init__(self, answer: Answer, include_usage: bool, ids: ChatIds | None) -> None:
+    def __init__(
+        self, answer: Answer, include_usage: bool, ids: ChatIds | None, thought: tuple[str, ...]
+    ) -> None:
         self.answer = answer
         self.include_usage = include_usage
         self.ids = ids
+        self.thought = thought
         self._first = True
 
     def event(self, choices: list[Any], usage: dict[str, int] | None = None) -> bytes:
@@ -192,19 +197,30 @@ class _Chunks:
         pieces = [] if self.ids is None else self.ids.pieces
         return pieces[i] if i < len(pieces) else []
 
+    def thinking(self) -> list[bytes]:
+        """The reasoning's chunks (none without one), its ids on the first."""
+        events = []
+        for i, word in enumerate(self.thought):
+            first = i == 0
+            delta = {"role": "assistant", "reasoning_content": word} if first else {
+                "reasoning_content": word}  # fmt: skip
+            ids = self.ids.thinking if first and self.ids is not None else None
+            events.append(self.delta(delta, ids=ids))
+        return events
+
     def tokens(self) -> list[bytes]:
+        events = self.thinking()
         answer = self.answer
         if answer.tool_name is not None:
             call = {"index": 0, **_tool_call(answer, "")}
             opening = {"role": "assistant", "content": None, "tool_calls": [call]}
-            events = [self.delta(opening, ids=self.piece(0))]
+            events.append(self.delta(opening, ids=self.piece(0)))
             for fragment in fragments(answer.tool_args):
                 more = {"index": 0, "function": {"arguments": fragment}}
                 events.append(self.delta({"tool_calls": [more]}))
             return events
         if not answer.tokens:
-            return [self.delta({"role": "assistant", "content": ""})]
-        events = []
+            return [*events, self.delta({"role": "assistant", "content": ""})]
         for i, token in enumerate(answer.tokens):
             delta = {"role": "assistant", "content": token} if i == 0 else {"content": token}
             events.append(self.delta(delta, _logprobs(answer, i, i + 1), ids=self.piece(i)))
@@ -215,12 +231,13 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     """Serialize the answer to ``body`` for the wire shape the request asked for."""
     prompt = prompt_for(body, config)
     answer = answer_for(prompt, config)
-    ids = chat_ids(prompt, answer) if body.get("return_token_ids") is True else None
+    thought = reasoning_of(answer, config)
+    ids = chat_ids(prompt, answer, thought) if body.get("return_token_ids") is True else None
     if not answer.stream:
-        return Plan.whole(_body(answer, ids), tokens=len(answer.tokens))
+        return Plan.whole(_body(answer, ids, thought), tokens=len(answer.tokens))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    chunks = _Chunks(answer, include_usage, ids)
+    chunks = _Chunks(answer, include_usage, ids, thought)
     events = chunks.tokens()
     token_events = len(events)
     end = None if ids is None else ids.end
