@@ -18,6 +18,7 @@ from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
 from rolltap.sim.vocab import VOCAB
+from rolltap.store.token_export import assemble, token_turn
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
 #: the simulator's prompt for MESSAGES, as its chat route renders and tokenizes it
@@ -213,3 +214,29 @@ async def test_the_relay_records_the_servers_reasoning(
     assert response["body"]["choices"][0]["message"]["reasoning_content"] == thought
     expected = [*VOCAB.encode(f"<think>\n{thought}\n</think>\n\n" + _text(got)), VOCAB.eos]
     assert response["tokens"]["completion_ids"] == expected
+
+
+async def test_a_conversation_the_server_renders_is_one_training_sequence(
+    gateways: dict[str, Gateway], http: aiohttp.ClientSession
+) -> None:
+    """Turn 2's server-rendered prompt starts with turn 1's prompt + sampled ids, so the
+    export continues one segment; a rewritten history starts another, without a warning."""
+    rollout = await register(http, gateways["ids"])
+    messages: list[Any] = [{"role": "user", "content": "hello"}]
+    async with openai_client(rollout) as client:
+        for turn in range(2):
+            reply = await client.chat.completions.create(model="m", messages=messages)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": f"more {turn}"}]  # fmt: skip
+        await client.chat.completions.create(model="m", messages=[messages[-1]])
+    evs = await events(http, gateways["ids"], rollout["id"])
+    turns = [token_turn(e["seq"], e["payload"]) for e in evs if e["kind"] == "model_response"]
+    assert all(t is not None and t.render == "server" for t in turns)
+    segments, placed, warnings = assemble([t for t in turns if t is not None])
+    assert (placed, warnings) == ([0, 0, 1], [])
+    first, second, _ = turns
+    assert first is not None and second is not None
+    assert segments[0].tokens[: len(second.prompt_ids)] == second.prompt_ids
+    assert second.prompt_ids[: len(first.prompt_ids) + len(first.completion_ids)] == (
+        first.prompt_ids + first.completion_ids
+    )
