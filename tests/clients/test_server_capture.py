@@ -24,8 +24,8 @@ def test_a_body_loses_the_fields_the_gateway_asked_for() -> None:
     lp = {"content": [{"token": "a", "logprob": -0.5}]}
     body = {"id": "x", "prompt_token_ids": [1, 2],
             "choices": [{"index": 0, "token_ids": [7, 9], "logprobs": lp}]}  # fmt: skip
-    record = capture.take_body(body)
-    assert body == {"id": "x", "choices": [{"index": 0, "logprobs": None}]}
+    record, changed = capture.take_body(body)
+    assert changed and body == {"id": "x", "choices": [{"index": 0, "logprobs": None}]}
     # the end-of-sequence id has no logprob: None, one per id
     assert record == {"prompt_ids": [1, 2], "completion_ids": [7, 9],
                       "completion_logprobs": [-0.5, None], "render": "server"}  # fmt: skip
@@ -48,10 +48,10 @@ def test_stream_chunks_are_collected_in_order() -> None:
 
 def test_a_server_that_sent_no_ids_is_said_so() -> None:
     capture = ServerCapture(strip_ids=True, strip_logprobs=False)
-    assert capture.take_body({"choices": [{"index": 0, "message": {}}]}) is None
+    assert capture.take_body({"choices": [{"index": 0, "message": {}}]}) == (None, False)
     assert "capture_problems" in captured_fields(None)
     # more logprobs than ids cannot be paired: none recorded rather than wrong ones
     lp = {"content": [{"logprob": -1.0}, {"logprob": -2.0}]}
-    record = capture.take_body({"prompt_token_ids": [1],
-                                "choices": [{"token_ids": [3], "logprobs": lp}]})  # fmt: skip
+    record, _ = capture.take_body({"prompt_token_ids": [1],
+                                   "choices": [{"token_ids": [3], "logprobs": lp}]})  # fmt: skip
     assert record is not None and record["completion_logprobs"] is None

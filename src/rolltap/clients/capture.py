@@ -12,8 +12,9 @@ that asked for logprobs (or for the ids) keeps them.
 
 >>> capture = ServerCapture(strip_ids=True, strip_logprobs=False)
 >>> body = {"prompt_token_ids": [1, 2], "choices": [{"index": 0, "token_ids": [3]}]}
->>> capture.take_body(body)
-{'prompt_ids': [1, 2], 'completion_ids': [3], 'completion_logprobs': None, 'render': 'server'}
+>>> record, changed = capture.take_body(body)
+>>> record["prompt_ids"], record["completion_ids"], record["render"], changed
+([1, 2], [3], 'server', True)
 >>> body
 {'choices': [{'index': 0}]}
 """
@@ -38,8 +39,9 @@ def captured_fields(tokens: dict[str, Any] | None) -> dict[str, Any]:
     return {"tokens": tokens} if tokens is not None else {"capture_problems": [_NO_IDS]}
 
 
-def capture_rewrites(body: dict[str, Any], *, logprobs: bool) -> tuple[list[dict[str, Any]],
-                                                                        ServerCapture]:  # fmt: skip
+def capture_rewrites(
+    body: dict[str, Any], *, logprobs: bool
+) -> tuple[list[dict[str, Any]], ServerCapture]:
     """Ask for the ids (and ``logprobs``) in ``body`` (a chat request, rewritten in place):
     the rewrites made, and the capture that undoes them on the answer."""
     rewrites: list[dict[str, Any]] = []
@@ -99,17 +101,16 @@ class ServerCapture:
     completion_ids: list[Any] = field(default_factory=list)
     logprobs: list[Any] = field(default_factory=list)
 
-    def take_body(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        """A whole chat answer: its ``tokens`` record (choice 0's); the extra fields are
-        taken out of ``body`` (in place)."""
+    def take_body(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+        """A whole chat answer: its ``tokens`` record (choice 0's), and whether ``body``
+        changed: the extra fields are taken out of it (in place)."""
         choices = body.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
         ids = first.get("token_ids") if isinstance(first, dict) else None
         lp = first.get("logprobs") if isinstance(first, dict) else None
         content = lp.get("content") if isinstance(lp, dict) else None
         record = server_tokens(body.get("prompt_token_ids"), ids, content)
-        self._strip(body)
-        return record
+        return record, self._strip(body)
 
     def take_chunk(self, chunk: dict[str, Any]) -> bool:
         """A stream chunk: its ids and logprobs kept (choice 0's), the extra fields taken

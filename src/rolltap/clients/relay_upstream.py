@@ -105,8 +105,8 @@ async def _captured(capture: ServerCapture, raw: bytes) -> Answer:
     """A whole answer less what the capture asked for: the harness gets it re-serialized
     (the one answer not relayed byte for byte), the record its ids."""
     body = upstream_json_object(raw)
-    record = captured_fields(capture.take_body(body))
-    return Answer(body, orjson.dumps(body), record=record)
+    tokens, changed = capture.take_body(body)
+    return Answer(body, orjson.dumps(body) if changed else raw, record=captured_fields(tokens))
 
 
 #: the run's sampling names (chat's) → each upstream dialect's; None: not expressible
