@@ -77,3 +77,18 @@ def test_each_server_is_asked_in_its_own_shape() -> None:
     assert body("llamacpp") == {"content": "x", "add_special": False}
     for api in ("vllm", "vllm-generate", "sglang"):
         assert body(api) == {"model": "m", "prompt": "x", "add_special_tokens": False}
+
+
+async def test_every_replica_is_checked(tokenizer_dir: Path) -> None:
+    async with (
+        Simulator(SimConfig()) as good,
+        Simulator(SimConfig(tokenize_mismatch_at=2)) as bad,
+    ):
+        endpoint = EndpointConfig(
+            replicas=[good.base_url, bad.base_url], model="sim-model", client="tokens",
+            tokenizer=str(tokenizer_dir),
+        )  # fmt: skip
+        async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
+            with pytest.raises(TokenizerMismatchError) as caught:
+                await gateway.ready()
+    assert bad.base_url in caught.value.message and good.base_url not in caught.value.message
