@@ -49,6 +49,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "TokenizerError",
+    "TokenizerMismatchError",
     "UpstreamBusyError",
     "UpstreamConnectionError",
     "UpstreamError",
@@ -418,6 +419,16 @@ class TokenizerError(RolltapError):
     code = "tokenizer_error"
     status = 400
     type = "invalid_request_error"
+
+
+class TokenizerMismatchError(ConfigError):
+    """The local tokenizer of a token endpoint is not the server's: the server's
+    ``/tokenize`` gave other ids for the start-up probe string
+    (:mod:`rolltap.clients.tokenizer_check`). Raised before any rollout; the message names
+    both tokenizers and the first differing position."""
+
+    code = "tokenizer_mismatch"
+    status = 400
 
 
 class RendererPoolClosedError(RolltapError):

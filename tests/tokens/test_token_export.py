@@ -150,7 +150,7 @@ async def test_sessions_without_or_with_bad_records_are_skipped(store: Store) ->
     assert result.without_tokens == ["b-plain"]
     assert result.malformed == {
         "c-bad": "event 2: completion_logprobs must hold one number (or null) per id",
-        "d-bad": "event 2: render must be one of extend, full, not 'rewrite'",
+        "d-bad": "event 2: render must be one of extend, full, server, not 'rewrite'",
     }
 
 

@@ -27,6 +27,8 @@ __all__ = [
     "EXIT_OK",
     "EXIT_SIGINT",
     "EXIT_USAGE",
+    "CaptureLogprobsOpt",
+    "CaptureTokensOpt",
     "Interrupts",
     "OtelContentOpt",
     "OtelOpt",
@@ -34,6 +36,7 @@ __all__ = [
     "ToolParserOpt",
     "UntilSignalled",
     "address_fields",
+    "capture_fields",
     "console",
     "endpoint_from_flags",
     "err_console",
@@ -70,6 +73,23 @@ ReasoningParserOpt = Annotated[
     typer.Option(
         help="Token client: how reasoning is read: think, harmony, none"
         " \\[think; harmony with --tool-parser openai]"
+    ),
+]
+
+#: ``--capture-tokens`` / ``--capture-logprobs`` where endpoint flags are (a chat relay's)
+CaptureTokensOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--capture-tokens/--no-capture-tokens",
+        help="Chat relay to vLLM: record the ids the server saw and sampled"
+        " (return_token_ids); the harness's answer is as it asked",
+    ),
+]
+CaptureLogprobsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--capture-logprobs/--no-capture-logprobs",
+        help="With --capture-tokens: record logprobs too (asked for if the harness did not)",
     ),
 ]
 
@@ -130,6 +150,12 @@ def address_fields(urls: list[str]) -> dict[str, Any]:
 def parser_fields(tool_parser: str | None, reasoning_parser: str | None) -> dict[str, str]:
     """The endpoint fields of ``--tool-parser`` and ``--reasoning-parser``, when given."""
     given = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def capture_fields(capture_tokens: bool | None, capture_logprobs: bool | None) -> dict[str, bool]:
+    """The endpoint fields of ``--capture-tokens`` and ``--capture-logprobs``, when given."""
+    given = {"capture_tokens": capture_tokens, "capture_logprobs": capture_logprobs}
     return {k: v for k, v in given.items() if v is not None}
 
 

@@ -12,6 +12,8 @@ import typer
 from rolltap.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    CaptureLogprobsOpt,
+    CaptureTokensOpt,
     Interrupts,
     OtelContentOpt,
     OtelOpt,
@@ -19,6 +21,7 @@ from rolltap.cli.common import (
     ToolParserOpt,
     UntilSignalled,
     address_fields,
+    capture_fields,
     console,
     endpoint_from_flags,
     parser_fields,
@@ -144,6 +147,8 @@ def gateway(
     ] = None,
     tool_parser: ToolParserOpt = None,
     reasoning_parser: ReasoningParserOpt = None,
+    capture_tokens: CaptureTokensOpt = None,
+    capture_logprobs: CaptureLogprobsOpt = None,
     host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="Admin/first server port [0: any]")] = None,
     multiplex: Annotated[int | None, typer.Option(help="Rollouts per server [32]")] = None,
@@ -163,6 +168,10 @@ def gateway(
     if not endpoint and dialect is not None:
         # the built-in local model is llama-server, which rolltap drives as chat only
         raise typer.BadParameter("--dialect needs --endpoint", param_hint="--dialect")
+    if not endpoint and (capture_tokens or capture_logprobs):
+        # llama-server returns no token ids: nothing would be captured
+        raise typer.BadParameter("--capture-tokens needs --endpoint (a vLLM server)",
+                                 param_hint="--capture-tokens")  # fmt: skip
     if endpoint:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
@@ -172,6 +181,7 @@ def gateway(
             api_key_env=api_key_env,
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
             **parser_fields(tool_parser, reasoning_parser),
+            **capture_fields(capture_tokens, capture_logprobs),
         )
     interrupts = Interrupts()
     until = UntilSignalled.installed(interrupts)

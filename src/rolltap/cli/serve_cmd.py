@@ -11,11 +11,14 @@ import typer
 from rolltap.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    CaptureLogprobsOpt,
+    CaptureTokensOpt,
     OtelContentOpt,
     OtelOpt,
     ReasoningParserOpt,
     ToolParserOpt,
     address_fields,
+    capture_fields,
     console,
     endpoint_from_flags,
     parser_fields,
@@ -83,6 +86,8 @@ def serve(
     ] = None,
     tool_parser: ToolParserOpt = None,
     reasoning_parser: ReasoningParserOpt = None,
+    capture_tokens: CaptureTokensOpt = None,
+    capture_logprobs: CaptureLogprobsOpt = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes [CPUs, at most 8]")] = None,
     store: Annotated[
         str | None, typer.Option(help="sqlite:///f.db, postgresql://…, mysql://… [ROLLTAP_STORE]")
@@ -142,6 +147,7 @@ def serve(
                 model=model,
                 api_key_env=api_key_env,
                 **parser_fields(tool_parser, reasoning_parser),
+                **capture_fields(capture_tokens, capture_logprobs),
             )
         ]
     run_async(_serve(values, config))

@@ -15,7 +15,10 @@ dialect:
   ``stop_sequences`` for Messages); a setting the upstream dialect cannot express is
   recorded as skipped, never sent under a name the upstream would reject;
 - a chat-completions stream gets ``stream_options.include_usage`` so usage is
-  always recorded.
+  always recorded;
+- with the endpoint's ``capture_tokens`` (a chat upstream), ``return_token_ids`` (and
+  ``logprobs`` with ``capture_logprobs``), taken back out of the answer the harness gets
+  (:mod:`rolltap.clients.capture`): the one change to an answer on pass-through.
 
 Every rewrite is returned as ``{"field", "from", "to"}`` for the request event.
 
@@ -26,34 +29,46 @@ Every rewrite is returned as ``{"field", "from", "to"}`` for the request event.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
 
+from rolltap.clients.capture import ServerCapture, capture_rewrites, captured_fields
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.registry import get_dialect
 from rolltap.http.json_body import upstream_json_object
 
-__all__ = ["RelayUpstream", "apply_rewrites"]
+__all__ = ["RelayRequest", "RelayUpstream", "apply_rewrites"]
 
 _SSE = "text/event-stream"
+
+
+@dataclasses.dataclass(slots=True)
+class RelayRequest(UpstreamRequest):
+    """A relayed request, with its server-side token capture (None: the endpoint's off)."""
+
+    capture: ServerCapture | None = dataclasses.field(default=None, kw_only=True)
 
 
 class RelayUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` over a shared :class:`RelayClient`."""
 
-    __slots__ = ("client", "dialect", "model", "name")
+    __slots__ = ("capture", "capture_logprobs", "client", "dialect", "model", "name")
 
     def __init__(self, endpoint: EndpointConfig, client: RelayClient) -> None:
         self.client, self.model = client, endpoint.model
         self.dialect = get_dialect(endpoint.dialect)
         self.name: str = self.dialect.name
+        # the endpoint's validation allows it on a chat upstream only
+        self.capture, self.capture_logprobs = endpoint.capture_tokens, endpoint.capture_logprobs
 
-    async def rewrite(self, call: ModelRequest) -> UpstreamRequest:
+    async def rewrite(self, call: ModelRequest) -> RelayRequest:
         """The harness's body itself on pass-through (rewritten in place), else its
         translation; either way with the run's settings under this dialect's names."""
         if call.dialect.name == self.name:
@@ -61,24 +76,37 @@ class RelayUpstream:
         else:
             body = self.dialect.from_canonical(call.dialect.to_canonical(call.body))
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling)
-        return UpstreamRequest(call, body, rewrites)
+        if not self.capture:
+            return RelayRequest(call, body, rewrites)
+        more, capture = capture_rewrites(body, logprobs=self.capture_logprobs)
+        return RelayRequest(call, body, rewrites + more, capture=capture)
 
     @asynccontextmanager
-    async def call(self, request: UpstreamRequest) -> AsyncIterator[Reply]:
+    async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:
         """A stream when the harness asked for one and the upstream sent events; a body
         otherwise (an upstream may answer a stream request with one JSON body)."""
-        call, data = request.call, orjson.dumps(request.body)
+        call, data, capture = request.call, orjson.dumps(request.body), request.capture
         send = self.client.send(self.dialect.path, data, call.headers, rollout_id=call.rollout_id)
+        parse = _answer if capture is None else functools.partial(_captured, capture)
         async with send as up:
             streamed = call.stream and up.content_type == _SSE
             yield Reply(
                 up.status, relayed_headers(up.headers), "stream" if streamed else "body",
-                self.dialect, up, _answer, retry_after=up.headers.get("Retry-After"),
+                self.dialect, up, parse, retry_after=up.headers.get("Retry-After"),
+                capture=capture,
             )  # fmt: skip
 
 
 async def _answer(raw: bytes) -> Answer:
     return Answer(upstream_json_object(raw), raw)
+
+
+async def _captured(capture: ServerCapture, raw: bytes) -> Answer:
+    """A whole answer less what the capture asked for: the harness gets it re-serialized
+    (the one answer not relayed byte for byte), the record its ids."""
+    body = upstream_json_object(raw)
+    tokens, changed = capture.take_body(body)
+    return Answer(body, orjson.dumps(body) if changed else raw, record=captured_fields(tokens))
 
 
 #: the run's sampling names (chat's) → each upstream dialect's; None: not expressible

@@ -23,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
+from rolltap.clients.capture import ServerCapture
 from rolltap.dialects.canonical import Response
 from rolltap.dialects.registry import Dialect
 from rolltap.errors import UpstreamStatusError
@@ -122,6 +123,9 @@ class Reply:
     parse: Callable[[bytes], Awaitable[Answer]]
     #: ``Retry-After`` as the upstream sent it
     retry_after: str | None = None
+    #: a chat relay's server-side token capture: what a stream's chunks lose on the way to
+    #: the harness and the record gains (a whole body's is :attr:`parse`'s to do)
+    capture: ServerCapture | None = None
 
 
 R = TypeVar("R", bound=UpstreamRequest)

@@ -104,6 +104,11 @@ class EndpointConfig(BaseModel):
     template_kwargs: dict[str, Any] = Field(default_factory=dict)
     #: tokens besides the tokenizer's EOS that end a turn (e.g. Gemma's ``<end_of_turn>``)
     eos_tokens: tuple[str, ...] = ()
+    #: a chat relay asks the server for the ids it saw and sampled (vLLM's
+    #: ``return_token_ids``), records them, and hands the harness its answer without them
+    capture_tokens: bool = False
+    #: with ``capture_tokens``: logprobs too (asked for when the harness did not)
+    capture_logprobs: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -146,6 +151,9 @@ class EndpointConfig(BaseModel):
         data: dict[str, Any] = handler(self)
         if self.reasoning_parser is None:
             data.pop("reasoning_parser", None)
+        for name in ("capture_tokens", "capture_logprobs"):
+            if not data.get(name):  # off: the digest of an endpoint from before them
+                data.pop(name, None)
         if self.replicas:
             data.pop("base_url", None)
         else:
@@ -172,6 +180,13 @@ class EndpointConfig(BaseModel):
     def _check_client(self) -> EndpointConfig:
         if self.client == "tokens" and not self.tokenizer:
             raise ValueError("client 'tokens' needs a tokenizer (a local tokenizer directory)")
+        if self.capture_logprobs and not self.capture_tokens:
+            raise ValueError("capture_logprobs needs capture_tokens")
+        if self.capture_tokens and (self.client != "relay" or self.dialect != "chat"):
+            # the token client has the ids already; only vLLM's chat route returns them
+            raise ValueError(
+                "capture_tokens needs a chat relay endpoint (client 'relay', dialect 'chat')"
+            )
         return self
 
     def resolve_credential(self, environ: Mapping[str, str] | None = None) -> str | None:

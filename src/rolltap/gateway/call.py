@@ -203,7 +203,7 @@ class ModelCall:
         resp, frames = await self.open_stream(reply.status, reply.headers)
         relay = StreamRelay(
             reply.dialect, frames, translate=path.translate, chat=path.chat,
-            harness_usage=self.harness_usage,
+            harness_usage=self.harness_usage, capture=reply.capture,
         )  # fmt: skip
         async for chunk in self.chunks(reply):
             if self.t_first is None:
@@ -233,6 +233,8 @@ class ModelCall:
             assert canonical is not None
             await resp.write(b"".join(frames.render(e) for e in events_of(canonical)))
             return recorded, resp
+        # the upstream's bytes, unless its answer changed them (a token capture's)
+        raw = answer.raw
         if path.translate:
             assert canonical is not None
             raw = orjson.dumps(self.harness.response_from_canonical(canonical))

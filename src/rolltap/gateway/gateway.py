@@ -21,6 +21,7 @@ from typing import Any
 from rolltap.clients.kinds import upstream_for
 from rolltap.clients.relay import RelayClient
 from rolltap.clients.token_upstream import renderer_config
+from rolltap.clients.tokenizer_check import check_tokenizer
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import (
     ConfigError,
@@ -42,7 +43,7 @@ from rolltap.gateway.stats import GatewayStats
 from rolltap.http.auth import AuthThrottle
 from rolltap.pool import Lease, ModelClientPool
 from rolltap.proc.memory import Trimmer
-from rolltap.tokens import RendererRegistry
+from rolltap.tokens import RendererPool, RendererRegistry
 from rolltap.tokens.parsers import resolve_parser
 
 __all__ = ["Gateway"]
@@ -167,11 +168,34 @@ class Gateway:
             await self.pool.aclose()
 
     async def ready(self) -> None:
-        """Return once every token endpoint can render (its first renderer is built);
-        raises a build's error. A relay-only gateway is ready at once."""
+        """Return once every token endpoint can render (its first renderer is built) and
+        its server, where it can tokenize, agrees with that tokenizer; raises a build's
+        error, or :class:`~rolltap.errors.TokenizerMismatchError`. A relay-only gateway is
+        ready at once."""
         for endpoint in self._endpoints.values():
             if endpoint.client == "tokens":
-                await self.renderers.shared(renderer_config(endpoint)).ready()
+                pool = self.renderers.shared(renderer_config(endpoint))
+                await pool.ready()
+                await self._check_tokenizer(endpoint, pool)
+
+    async def _check_tokenizer(self, endpoint: EndpointConfig, pool: RendererPool) -> None:
+        """Each replica's ``/tokenize`` against the local tokenizer, on the pooled client
+        the first rollout will use (its connection warm)."""
+        try:
+            credential = endpoint.resolve_credential()
+        except ConfigError as exc:  # rollouts bring their own keys: nothing to ask with
+            log.debug("tokenizer check skipped for %r: %s", endpoint.name, exc.message)
+            return
+        replicated = bool(endpoint.replicas)
+        for url in endpoint.replica_urls:
+            at = endpoint.for_replica(url) if replicated else endpoint
+            lease = await self._borrow(at, credential, None, "tokenizer-check",
+                                       replica=replicated)  # fmt: skip
+            try:
+                async with pool.acquire() as renderer:
+                    await check_tokenizer(at, lease.client, renderer)
+            finally:
+                lease.release()
 
     # -- addresses -----------------------------------------------------------------
 

@@ -7,7 +7,8 @@ end of stream; ``recorded`` for the response event):
 
 - chat to chat (the fast path): bytes relayed as they came, chunks folded by
   :class:`~rolltap.gateway.summaries.ChatStreamAccumulator`; the usage-only chunk is
-  withheld when the gateway itself asked for it;
+  withheld when the gateway itself asked for it; with a server-side token capture each
+  chunk loses the ids (and logprobs) the gateway asked for, re-serialized;
 - same dialect otherwise: bytes relayed as they came, events parsed and folded to
   record the answer;
 - different dialects: the upstream's events are parsed into canonical events and
@@ -23,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from rolltap.clients.capture import ServerCapture, captured_fields
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockStart,
@@ -36,7 +38,7 @@ from rolltap.dialects.canonical import (
     Usage,
 )
 from rolltap.dialects.registry import Dialect
-from rolltap.dialects.sse import SSEEvent, SSESplitter
+from rolltap.dialects.sse import SSEEvent, SSESplitter, encode_data
 from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser
 from rolltap.errors import UpstreamProtocolError
 from rolltap.gateway.summaries import (
@@ -53,15 +55,16 @@ class StreamRelay:
     """One stream's translation and recording state."""
 
     __slots__ = (
-        "_acc", "_done", "_folder", "_frames", "_parser", "_split", "_strip", "_upstream",
-        "_xlate",
+        "_acc", "_capture", "_done", "_folder", "_frames", "_parser", "_split", "_strip",
+        "_upstream", "_xlate",
     )  # fmt: skip
 
     def __init__(
         self, upstream: Dialect, frames: StreamRenderer, *, translate: bool, chat: bool,
-        harness_usage: bool,
+        harness_usage: bool, capture: ServerCapture | None = None,
     ) -> None:  # fmt: skip
         self._split = SSESplitter()
+        self._capture = capture
         self._upstream, self._xlate = upstream, translate
         # a chat harness that did not ask for the usage chunk does not get it
         self._strip = not harness_usage
@@ -95,10 +98,17 @@ class StreamRelay:
 
     def recorded(self) -> dict[str, Any]:
         """``body`` (in the upstream's dialect), the summary fields and ``chunks``."""
+        capture = self._capture
         if self._acc is not None:
-            return chat_stream_recorded(self._acc)
-        extras = self._parser.extras if self._parser is not None else {}
-        return folded_stream_recorded(self._folder, self._upstream, extras)
+            out = chat_stream_recorded(self._acc)
+            tokens = None if capture is None else capture.record()
+        else:
+            extras = self._parser.extras if self._parser is not None else {}
+            tokens = None if capture is None else capture.take_extras_of(extras)
+            out = folded_stream_recorded(self._folder, self._upstream, extras)
+        if capture is not None:
+            out.update(captured_fields(tokens))
+        return out
 
     def _translate(self, events: list[SSEEvent]) -> bytes:
         assert self._parser is not None
@@ -125,10 +135,13 @@ class StreamRelay:
                 keep.append(ev.raw)
                 continue
             obj = _chunk(ev.data)
+            raw = ev.raw
+            if self._capture is not None and self._capture.take_chunk(obj):
+                raw = encode_data(orjson.dumps(obj))  # chat's framing: one data line
             acc.add(obj)
             if self._strip and not obj.get("choices") and obj.get("usage"):
                 continue
-            keep.append(ev.raw)
+            keep.append(raw)
         return b"".join(keep)
 
 

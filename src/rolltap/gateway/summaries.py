@@ -74,12 +74,24 @@ def folded_stream_recorded(
 
 
 def summarize_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a response body that a response event lifts to the top level."""
+    """The fields of a response body that a response event lifts to the top level: and
+    ``reasoning``, when the server sent some (vLLM's ``reasoning_content`` or
+    ``reasoning``, llama.cpp's ``reasoning_content``), so it is found beside the answer.
+
+    >>> summarize_body({"choices": [{"message": {"reasoning": "hm"}, "finish_reason": "stop"}]})
+    {'usage': None, 'finish_reason': 'stop', 'reasoning': 'hm'}
+    """
     choices = body.get("choices")
-    finish = None
+    finish = reasoning = None
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         finish = choices[0].get("finish_reason")
-    return {"usage": body.get("usage"), "finish_reason": finish}
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+    out = {"usage": body.get("usage"), "finish_reason": finish}
+    if isinstance(reasoning, str) and reasoning:
+        out["reasoning"] = reasoning
+    return out
 
 
 @dataclass(slots=True)
@@ -184,11 +196,15 @@ def summarize_canonical(resp: Response) -> dict[str, Any]:
     {'prompt_tokens': 3, 'completion_tokens': 4, 'total_tokens': 7}
     """
     usage = openai_usage_dict(resp.usage, "prompt_tokens", "completion_tokens")
-    return {
+    out: dict[str, Any] = {
         "usage": usage,
         "finish_reason": None if resp.stop_reason is None else CHAT_OUT[resp.stop_reason],
         "stop_reason": resp.stop_reason,
     }
+    reasoning = "".join(part.text for part in resp.parts if isinstance(part, Reasoning))
+    if reasoning:
+        out["reasoning"] = reasoning
+    return out
 
 
 @dataclass(slots=True)

@@ -110,6 +110,9 @@ async def run_endpoint(
     if plan.endpoint is not None:
         yield plan.endpoint
         return
+    if config.capture_tokens or config.capture_logprobs:
+        # llama-server returns no token ids: nothing would be captured
+        raise ConfigError("capture_tokens needs an endpoint (a vLLM server), not the local model")
     if hooks.on_stage is not None:
         hooks.on_stage("starting the local model…")
     async with LocalModel() as model:

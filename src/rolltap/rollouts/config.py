@@ -27,6 +27,12 @@ tokenizer = "/models/qwen3-8b"
 tool_parser = "hermes"        # or qwen3_coder, llama3_json, mistral, deepseek_v3, openai
 reasoning_parser = "think"    # or harmony (gpt-oss; implied by tool_parser "openai"), none
 
+[endpoints.vllm]              # a chat relay that records the server's own token ids
+base_url = "http://127.0.0.1:8000/v1"
+model = "Qwen/Qwen3-8B"
+capture_tokens = true         # vLLM's return_token_ids; the harness's answer stays as asked
+capture_logprobs = true       # and logprobs (--capture-tokens / --capture-logprobs)
+
 [limits]                      # per rollout; enforced by the gateway (and the runner: timeout)
 max_turns = 10
 max_tokens = 4096
@@ -99,6 +105,9 @@ class RunConfig(BaseModel):
     #: the token client's parsers (see EndpointConfig); None: the endpoint's
     tool_parser: str | None = None
     reasoning_parser: str | None = None
+    #: a chat relay's server-side token capture (see EndpointConfig); None: the endpoint's
+    capture_tokens: bool | None = None
+    capture_logprobs: bool | None = None
     rewards: list[str] = Field(default_factory=lambda: ["contains"])
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -158,7 +167,8 @@ class RunConfig(BaseModel):
         if self.api_key_env is not None:
             fields["api_key_env"] = self.api_key_env
         overridden = ("max_inflight", "replica_cooloff_s", "dialect", "client", "tokenizer",
-                      "completions_api", "tool_parser", "reasoning_parser")  # fmt: skip
+                      "completions_api", "tool_parser", "reasoning_parser",
+                      "capture_tokens", "capture_logprobs")  # fmt: skip
         for name in overridden:
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)

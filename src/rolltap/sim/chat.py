@@ -1,4 +1,5 @@
-"""``POST /v1/chat/completions``: the OpenAI chat-completions wire format."""
+"""``POST /v1/chat/completions``: the OpenAI chat-completions wire format, with vLLM's
+``return_token_ids`` and ``reasoning_content`` (:mod:`rolltap.sim.chat_ids`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from rolltap.sim.chat_ids import ChatIds, chat_ids, reasoning_of
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import (
     Answer,
@@ -124,7 +126,7 @@ def _tool_call(answer: Answer, arguments: str) -> dict[str, Any]:
     }
 
 
-def _body(answer: Answer) -> bytes:
+def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...]) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": answer.text}
     if answer.tool_name is not None:
         message = {
@@ -132,30 +134,39 @@ def _body(answer: Answer) -> bytes:
             "content": None,
             "tool_calls": [_tool_call(answer, answer.tool_args)],
         }
+    if thought:
+        message["reasoning_content"] = "".join(thought)
     choice = {
         "index": 0,
         "message": message,
         "logprobs": _logprobs(answer, 0, len(answer.tokens)),
         "finish_reason": _FINISH[answer.stop],
     }
-    return orjson.dumps(
-        {
-            "id": _ID,
-            "object": "chat.completion",
-            "created": CREATED,
-            "model": answer.model,
-            "choices": [choice],
-            "usage": _usage(answer),
-        }
-    )
+    body: dict[str, Any] = {
+        "id": _ID,
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": answer.model,
+        "choices": [choice],
+        "usage": _usage(answer),
+    }
+    if ids is not None:
+        choice["token_ids"] = ids.completion
+        body["prompt_token_ids"] = ids.prompt
+    return orjson.dumps(body)
 
 
 class _Chunks:
     """Builds the stream's ``chat.completion.chunk`` events for one answer."""
 
-    def __init__(self, answer: Answer, include_usage: bool) -> None:
+    def __init__(
+        self, answer: Answer, include_usage: bool, ids: ChatIds | None, thought: tuple[str, ...]
+    ) -> None:
         self.answer = answer
         self.include_usage = include_usage
+        self.ids = ids
+        self.thought = thought
+        self._first = True
 
     def event(self, choices: list[Any], usage: dict[str, int] | None = None) -> bytes:
         chunk: dict[str, Any] = {
@@ -167,40 +178,70 @@ class _Chunks:
         }
         if self.include_usage:
             chunk["usage"] = usage
+        if self.ids is not None and self._first:
+            chunk["prompt_token_ids"] = self.ids.prompt
+        self._first = False
         return sse(chunk)
 
-    def delta(self, delta: dict[str, Any], lp: Any = None, finish: str | None = None) -> bytes:
-        return self.event([{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}])
+    def delta(
+        self, delta: dict[str, Any], lp: Any = None, finish: str | None = None,
+        ids: list[int] | None = None,
+    ) -> bytes:  # fmt: skip
+        choice = {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}
+        if self.ids is not None:
+            choice["token_ids"] = ids or []
+        return self.event([choice])
+
+    def piece(self, i: int) -> list[int]:
+        """The ids of text token ``i`` (of the tool call, for ``i`` 0)."""
+        pieces = [] if self.ids is None else self.ids.pieces
+        return pieces[i] if i < len(pieces) else []
+
+    def thinking(self) -> list[bytes]:
+        """The reasoning's chunks (none without one), its ids on the first."""
+        events = []
+        for i, word in enumerate(self.thought):
+            first = i == 0
+            delta = {"role": "assistant", "reasoning_content": word} if first else {
+                "reasoning_content": word}  # fmt: skip
+            ids = self.ids.thinking if first and self.ids is not None else None
+            events.append(self.delta(delta, ids=ids))
+        return events
 
     def tokens(self) -> list[bytes]:
+        events = self.thinking()
         answer = self.answer
         if answer.tool_name is not None:
             call = {"index": 0, **_tool_call(answer, "")}
-            events = [self.delta({"role": "assistant", "content": None, "tool_calls": [call]})]
+            opening = {"role": "assistant", "content": None, "tool_calls": [call]}
+            events.append(self.delta(opening, ids=self.piece(0)))
             for fragment in fragments(answer.tool_args):
                 more = {"index": 0, "function": {"arguments": fragment}}
                 events.append(self.delta({"tool_calls": [more]}))
             return events
         if not answer.tokens:
-            return [self.delta({"role": "assistant", "content": ""})]
-        events = []
+            return [*events, self.delta({"role": "assistant", "content": ""})]
         for i, token in enumerate(answer.tokens):
             delta = {"role": "assistant", "content": token} if i == 0 else {"content": token}
-            events.append(self.delta(delta, _logprobs(answer, i, i + 1)))
+            events.append(self.delta(delta, _logprobs(answer, i, i + 1), ids=self.piece(i)))
         return events
 
 
 def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     """Serialize the answer to ``body`` for the wire shape the request asked for."""
-    answer = answer_for(prompt_for(body, config), config)
+    prompt = prompt_for(body, config)
+    answer = answer_for(prompt, config)
+    thought = reasoning_of(answer, config)
+    ids = chat_ids(prompt, answer, thought) if body.get("return_token_ids") is True else None
     if not answer.stream:
-        return Plan.whole(_body(answer), tokens=len(answer.tokens))
+        return Plan.whole(_body(answer, ids, thought), tokens=len(answer.tokens))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    chunks = _Chunks(answer, include_usage)
+    chunks = _Chunks(answer, include_usage, ids, thought)
     events = chunks.tokens()
     token_events = len(events)
-    events.append(chunks.delta({}, finish=_FINISH[answer.stop]))
+    end = None if ids is None else ids.end
+    events.append(chunks.delta({}, finish=_FINISH[answer.stop], ids=end))
     if include_usage:
         events.append(chunks.event([], _usage(answer)))
     events.append(_DONE_EVENT)

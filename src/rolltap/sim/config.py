@@ -152,6 +152,12 @@ class SimConfig(BaseModel):
     #: the token routes open each completion with this many words of reasoning in
     #: ``<think>\n…\n</think>\n\n`` (a reasoning model's output); 0: none
     reasoning_tokens: int = Field(default=0, ge=0)
+    #: whether ``POST /tokenize`` is served (vLLM's and llama.cpp's shapes); False: 404, as
+    #: on a server without it
+    tokenize: bool = True
+    #: ``/tokenize`` answers a wrong id at this position (a server whose tokenizer is not
+    #: the client's), for tokenizer-agreement tests; None: the vocabulary's own ids
+    tokenize_mismatch_at: int | None = Field(default=None, ge=0)
     #: extra headers on every response, as a real server sends its own (e.g. llama-server's
     #: ``Access-Control-Allow-Origin``, empty when the request had no ``Origin``)
     response_headers: dict[str, str] = Field(default_factory=dict)

@@ -20,6 +20,7 @@ from aiohttp import web
 from rolltap.sim.chat import CHAT
 from rolltap.sim.completions import COMPLETIONS
 from rolltap.sim.config import SimConfig
+from rolltap.sim.content import BadRequest
 from rolltap.sim.generate import SGLANG, VLLM_GENERATE
 from rolltap.sim.handler import Handler
 from rolltap.sim.llamacpp import LLAMACPP
@@ -27,6 +28,7 @@ from rolltap.sim.messages import COUNT_TOKENS, MESSAGES
 from rolltap.sim.plan import Dialect
 from rolltap.sim.responses import RESPONSES
 from rolltap.sim.stats import Gate, SimStats, StatsBoard
+from rolltap.sim.tokenize import tokenize_answer
 from rolltap.sim.wire import error_response
 
 __all__ = ["Simulator"]
@@ -54,7 +56,7 @@ class Simulator:
 
     ====================================  ====================================================
     ``POST /v1/chat/completions``         OpenAI chat completions (stream and not, tools,
-                                          logprobs, ``stop``)
+                                          logprobs, ``stop``, vLLM's ``return_token_ids``)
     ``POST /v1/responses``                OpenAI Responses (stream and not, function
                                           tools, ``max_output_tokens``)
     ``POST /v1/messages``                 Anthropic Messages (stream and not, tools,
@@ -70,6 +72,9 @@ class Simulator:
                                           ``sampling_params``; stream and not)
     ``POST /generate``                    SGLang's native route (``input_ids``,
                                           ``return_logprob``; cumulative stream chunks)
+    ``POST /tokenize``                    the vocabulary's ids of a text, in vLLM's or
+                                          llama.cpp's shape (:mod:`rolltap.sim.tokenize`;
+                                          not counted in stats)
     ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
     ``GET /stats``                        :meth:`snapshot`: the counters, prefix-cache hits
                                           and requests per routing header value
@@ -264,4 +269,14 @@ class Simulator:
         if path == "/stats" and method == "GET":
             body = orjson.dumps(self.snapshot())
             return web.Response(body=body, content_type="application/json", headers=headers)
+        if path == "/tokenize" and method == "POST" and self.config.tokenize:
+            return await self._tokenize(request, headers)
         return error_response(404, f"no route {method} {path}", "not_found", headers)
+
+    async def _tokenize(self, request: web.BaseRequest, headers: dict[str, str]) -> web.Response:
+        try:
+            answer = tokenize_answer(orjson.loads(await request.read()), self.config)
+        except (orjson.JSONDecodeError, BadRequest) as exc:
+            return error_response(400, str(exc), "invalid_request", headers)
+        return web.Response(body=orjson.dumps(answer), content_type="application/json",
+                            headers=headers)  # fmt: skip

@@ -43,8 +43,9 @@ __all__ = [
 
 TOKENS_FORMAT = "rolltap.tokens"
 TOKENS_VERSION = 1
-#: how a turn's prompt relates to the sequence before it
-RENDERS = ("extend", "full")
+#: how a turn's prompt relates to the sequence before it; ``server``: the server rendered
+#: it (a relay's server-side capture), so it continues the sequence when it starts with it
+RENDERS = ("extend", "full", "server")
 _NAMED = 10  # sessions named in the "none qualify" error
 
 
