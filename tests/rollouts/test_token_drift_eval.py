@@ -1,6 +1,6 @@
 """``rolltap eval --client tokens`` with a harness that rewrites its history: the drifted
 turn is counted in the run summary (``token_drift``), and the training export splits,
-keeps or drops the rollout as ``--on-drift`` says."""
+keeps or drops the rollout as ``--on-drift`` says; the viewer's token view marks it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from clikit import arolltap_parts
 from gateway.simtok import build_sim_tokenizer
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from rolltap.view.rollout import token_view
 
 AGENT = Path(__file__).with_name("rewrite_agent.py")
 
@@ -56,6 +57,13 @@ async def test_a_rewriting_harness_is_counted_and_exported_by_on_drift(
     assert ["drift" in t for t in turns] == [False, False, True]
     assert turns[2]["drift"]["reason"] == "history_rewritten"
     last = turns[2]["prompt_ids"] + turns[2]["completion_ids"]
+    # the viewer's token view marks the turn from its record: where, and why
+    view = token_view(history)
+    assert [t["drift"] for t in view.turns] == [False, False, True]
+    at = turns[2]["drift"]["at"]
+    assert view.drift == [f"turn 2 (event {view.turns[2]['seq']}) drifted at id {at} "
+                          f"(history_rewritten): expected {turns[2]['drift']['expected']}, "
+                          f"got {turns[2]['drift']['got']}"]  # fmt: skip
 
     said, split = await _export(url, tmp_path / "split.jsonl", "split")
     assert "1 rollout(s) with token drift" in said
