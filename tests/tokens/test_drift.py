@@ -89,3 +89,16 @@ def test_reasoning_spans_follow_the_sequence_and_are_forgotten_past_a_drift() ->
     history.sampled([1, 50, 51, 2], [60], reasoning="lost")
     history.sampled([1, 50, 51, 9], [70])
     assert [s.text for s in history.reasoning] == ["kept"]
+
+
+@given(ids, ids, ids, st.booleans())
+def test_history_check_is_find_drift_of_prompt_plus_completion(
+    prompt: list[int], completion: list[int], got: list[int], as_lists: bool
+) -> None:
+    history = TurnHistory()
+    if as_lists:  # as a relay parses ids
+        history.sampled(prompt, completion)
+    else:  # as the token client renders them (a list of ids checked against tuples)
+        history.sampled(tuple(prompt), tuple(completion))
+    for new in (got, [*prompt, *completion, *got], [*prompt, *got]):
+        assert history.check(new) == find_drift([*prompt, *completion], new)
