@@ -13,7 +13,8 @@ relay reads it):
 * ``drift @ n/2``: it parts halfway (the compare, then the bisection for the position);
 * ``relay turn``: a relay's whole per-turn cost: the parsed ids checked and remembered;
 
-each against ``orjson.loads`` of the prompt's JSON (the parse any path with ids pays).
+each against ``orjson.loads`` of the prompt's JSON (the parse any path with ids pays),
+timed in alternate batches: the ratio is the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -31,15 +32,19 @@ from rolltap.tokens.drift import TurnHistory
 GOAL = 0.5  # ≤ this × one orjson parse of the same ids
 
 
-def _per_call_s(fn: Callable[[], Any], rounds: int) -> float:
-    """Median seconds per call over ``rounds`` timed batches of 10."""
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(10):
-            fn()
-        samples.append((time.perf_counter() - t0) / 10)
-    return statistics.median(samples)
+def _batch_s(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    for _ in range(10):
+        fn()
+    return (time.perf_counter() - t0) / 10
+
+
+def _against(fn: Callable[[], Any], parse: Callable[[], Any], rounds: int) -> tuple[float, float]:
+    """Median seconds per call of ``fn`` and of ``parse``, timed in alternate batches of 10
+    (a busy machine slows both alike), and the median of their per-round ratios."""
+    pairs = [(_batch_s(fn), _batch_s(parse)) for _ in range(rounds)]
+    check_s = statistics.median(c for c, _ in pairs)
+    return check_s, statistics.median(c / p for c, p in pairs)
 
 
 def drift_cost(n: int = 32_768, rounds: int = 50) -> list[dict[str, Any]]:
@@ -50,7 +55,11 @@ def drift_cost(n: int = 32_768, rounds: int = 50) -> list[dict[str, Any]]:
     parted = list(grown)
     parted[n // 2] = (parted[n // 2] + 1) % 150_000
     body = orjson.dumps(grown)
-    parse_s = _per_call_s(lambda: orjson.loads(body), rounds)
+
+    def parse() -> None:
+        orjson.loads(body)
+
+    parse_s = statistics.median(_batch_s(parse) for _ in range(rounds))
 
     # each side parsed on its own, as each turn's ids are: equal ints, never the same objects
     def parsed(ids: list[int]) -> list[int]:
@@ -81,10 +90,10 @@ def drift_cost(n: int = 32_768, rounds: int = 50) -> list[dict[str, Any]]:
     }
     rows = []
     for case, fn in cases.items():
-        check_s = _per_call_s(fn, rounds)
+        check_s, ratio = _against(fn, parse, rounds)
         rows.append({
             "case": case, "n": n, "check_us": check_s * 1e6, "parse_us": parse_s * 1e6,
-            "ratio": check_s / parse_s,
+            "ratio": ratio,
         })  # fmt: skip
     return rows
 
