@@ -72,23 +72,23 @@ def test_history_checks_the_prompt_against_the_previous_prompt_and_completion() 
 
 def test_reasoning_spans_follow_the_sequence_and_are_forgotten_past_a_drift() -> None:
     history = TurnHistory()
-    history.sampled([1, 2], [50, 51, 52], reasoning="thought one")
-    history.sampled([1, 2, 50, 51, 52, 3], [60, 61], reasoning="thought two")
-    assert [(s.start, s.end, s.text) for s in history.reasoning] == [
-        (2, 5, "thought one"), (6, 8, "thought two"),
+    history.sampled([1, 2], [50, 51, 52], reasoning=["thought one"])
+    history.sampled([1, 2, 50, 51, 52, 3], [60, 61], reasoning=["thought two"])
+    assert [(s.start, s.end, s.texts) for s in history.reasoning] == [
+        (2, 5, ("thought one",)), (6, 8, ("thought two",)),
     ]  # fmt: skip
     span = history.span_at(3)
-    assert span is not None and span.text == "thought one"
+    assert span is not None and span.texts == ("thought one",)
     assert history.span_at(5) is None  # the prompt id between the two completions
     # the next prompt parts inside the first completion: both spans are gone
     history.sampled([1, 2, 52, 3], [70])
     assert history.reasoning == []
     # one that parts after the first keeps it
     history = TurnHistory()
-    history.sampled([1], [50, 51], reasoning="kept")
-    history.sampled([1, 50, 51, 2], [60], reasoning="lost")
+    history.sampled([1], [50, 51], reasoning=["kept"])
+    history.sampled([1, 50, 51, 2], [60], reasoning=["lost"])
     history.sampled([1, 50, 51, 9], [70])
-    assert [s.text for s in history.reasoning] == ["kept"]
+    assert [s.texts for s in history.reasoning] == [("kept",)]
 
 
 @given(ids, ids, ids, st.booleans())

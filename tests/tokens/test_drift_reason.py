@@ -3,6 +3,7 @@ with a real BPE tokenizer: the same text in other ids, dropped reasoning, edited
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -82,7 +83,7 @@ async def test_a_template_dropping_old_reasoning_is_reasoning_dropped(renderer: 
     first, drift = await turns.render(handle, [USER], None)
     assert drift is None
     sampled = renderer.encode("<think>add them</think>\nThe total is 55.<|im_end|>")
-    turns.sampled(first, sampled, reasoning="add them")
+    turns.sampled(first, sampled, reasoning=["add them"])
     reply = {"role": "assistant", "content": "The total is 55.", "reasoning_content": "add them"}
     prompt, drift = await turns.render(handle, [USER, reply, USER], None)
     assert (prompt.extended, prompt.reason) == (False, "template_not_incremental")
@@ -92,3 +93,32 @@ async def test_a_template_dropping_old_reasoning_is_reasoning_dropped(renderer: 
     # once sampled from, that prompt is the sequence: the span it lacks is forgotten
     turns.sampled(prompt, renderer.encode("Ok.<|im_end|>"))
     assert turns.history.reasoning == []
+
+
+async def test_a_sample_recorded_while_rendering_is_not_what_the_prompt_is_checked_against(
+    renderer: Renderer,
+) -> None:
+    entered, go = asyncio.Event(), asyncio.Event()
+
+    async def gated(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if getattr(fn, "__name__", "") == "render_messages_delta":
+            entered.set()
+            await go.wait()
+        return fn(*args, **kwargs)
+
+    turns, handle = TokenTurns(), RendererHandle(renderer, gated)
+    first, _ = await turns.render(handle, [USER], None)
+    turns.sampled(first, renderer.encode("Hello world!<|im_end|>"))
+    edited = [{"role": "user", "content": "What is the sum?"},
+              {"role": "assistant", "content": "Hello world!"}, USER]  # fmt: skip
+    async with asyncio.TaskGroup() as group:
+        rendering = group.create_task(turns.render(handle, edited, None))
+        await entered.wait()
+        # an overlapping call of the rollout answers meanwhile, from another prompt
+        turns.sampled(replace(first, ids=(7, 7, 7)), [7])
+        go.set()
+    prompt, drift = rendering.result()
+    assert prompt.reason == "history_rewritten" and drift is not None
+    # judged against the prompt + sample it was rendered from, not the one recorded since
+    assert drift.at == _common(list(first.ids), list(prompt.ids)) > 0
+    assert drift.expected[:2] == first.ids[drift.at - 4 : drift.at - 2]

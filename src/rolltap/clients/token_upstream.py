@@ -137,8 +137,8 @@ class TokenUpstream:
         async with self.renderers.shared(renderer_config(self.endpoint)).acquire() as renderer:
             text = await sampled_text(renderer, completion)
         answer = self._response(completion, text, request)
-        reasoning = "".join(p.text for p in answer.parts if isinstance(p, Reasoning))
-        self.turns.sampled(request.prompt, completion.ids, reasoning=reasoning or None)
+        reasoning = [p.text for p in answer.parts if isinstance(p, Reasoning)]
+        self.turns.sampled(request.prompt, completion.ids, reasoning=reasoning)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
         record = {"message": message, "tokens": _tokens(request, completion)}

@@ -132,12 +132,17 @@ def find_drift(
 
 @dataclass(frozen=True, slots=True)
 class ReasoningSpan:
-    """Sampled ids at ``start`` … ``end`` of the expected sequence that carried ``text``
-    as reasoning (what the reasoning parser read from them)."""
+    """Sampled ids at ``start`` … ``end`` of the expected sequence that carried
+    ``texts`` as reasoning (what the reasoning parser read from them: one block, or
+    several, as Harmony's analysis messages)."""
 
     start: int
     end: int
-    text: str
+    texts: tuple[str, ...]
+
+    def missing_from(self, text: str) -> bool:
+        """Whether some of this reasoning is not in ``text`` (a prompt's, from ``start``)."""
+        return any(t not in text for t in self.texts)
 
 
 @dataclass(slots=True)
@@ -183,15 +188,21 @@ class TurnHistory:
         expected = (*prompt[lo:hi], *completion[max(0, lo - n) : max(0, hi - n)])
         return Drift(at, expected, tuple(got[lo:hi]))
 
+    def snapshot(self) -> TurnHistory:
+        """This state as it is now (no ids copied), for a check that awaits while the
+        rollout's other calls may record theirs."""
+        return TurnHistory(self.prompt, self.completion, list(self.reasoning))
+
     def span_at(self, at: int) -> ReasoningSpan | None:
         """The sampled completion holding position ``at``, if it carried reasoning."""
         return next((s for s in self.reasoning if s.start <= at < s.end), None)
 
     def sampled(
-        self, prompt: Sequence[int], completion: Sequence[int], *, reasoning: str | None = None
-    ) -> None:
+        self, prompt: Sequence[int], completion: Sequence[int], *,
+        reasoning: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         """Remember the turn sampled from ``prompt``: ``completion``, and the reasoning
-        text the parser read from it (if any). Lists and tuples are kept as given, not
+        texts the parser read from it (if any). Lists and tuples are kept as given, not
         copied: the caller must not change them after. Spans past where ``prompt`` parts
         from the previous expected sequence are forgotten (they are no longer in it)."""
         drift = self.check(prompt) if self.reasoning else None
@@ -199,6 +210,7 @@ class TurnHistory:
             self.reasoning = [s for s in self.reasoning if s.end <= drift.at]
         self.prompt = prompt if isinstance(prompt, tuple | list) else tuple(prompt)
         self.completion = completion if isinstance(completion, tuple | list) else tuple(completion)
-        if reasoning:
+        texts = tuple(t for t in reasoning if t)
+        if texts:
             start = len(prompt)
-            self.reasoning.append(ReasoningSpan(start, start + len(self.completion), reasoning))
+            self.reasoning.append(ReasoningSpan(start, start + len(self.completion), texts))

@@ -43,19 +43,22 @@ class TokenTurns:
         and its drift from the last prompt + completion, if it has drifted."""
         if self.previous is None:
             return await renderer.render_conversation(messages, tools), None
+        # what this prompt is rendered against, kept through the awaits: an overlapping
+        # call of the rollout may record its own sample meanwhile
+        history = self.history.snapshot()
         prompt = await renderer.render_messages_delta(
-            self.previous, self.history.completion, messages, tools
+            self.previous, history.completion, messages, tools
         )
         if prompt.extended:
             return prompt, None  # previous ids + sampled ids + new ids, by construction
-        drift = self.history.check(prompt.ids)
+        drift = history.check(prompt.ids)
         if drift is None:
             return prompt, None
-        return prompt, drift.with_reason(await drift_reason(renderer, self.history, drift, prompt))
+        return prompt, drift.with_reason(await drift_reason(renderer, history, drift, prompt))
 
     def sampled(
         self, prompt: RenderedPrompt, completion_ids: Sequence[int], *,
-        reasoning: str | None = None,
+        reasoning: Sequence[str] = (),
     ) -> None:  # fmt: skip
         """Remember what was sampled from ``prompt`` (and the reasoning the parser read
         from it), for the next turn to extend."""
@@ -72,7 +75,7 @@ async def drift_reason(
     span = history.span_at(drift.at)
     if span is not None:
         after = await renderer.decode(prompt.ids[span.start :], skip_special_tokens=False)
-        if span.text not in after:
+        if span.missing_from(after):
             return "reasoning_dropped"
     expected_text = await renderer.decode(history.expected, skip_special_tokens=False)
     got_text = await renderer.decode(prompt.ids, skip_special_tokens=False)
