@@ -16,6 +16,7 @@ true.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +30,7 @@ from rolltap.store.export import iter_sessions
 from rolltap.store.models import SessionInfo
 from rolltap.store.reader import fetch_run, iter_event_rows
 from rolltap.store.token_drift import ON_DRIFT, OnDrift, assemble_kept, drifts
-from rolltap.store.token_records import RENDERS, Segment, TokenRecordError, TokenTurn, token_turn
+from rolltap.store.token_records import Segment, TokenRecordError, TokenTurn, read_turn
 
 __all__ = [
     "ON_DRIFT",
@@ -49,7 +50,17 @@ __all__ = [
 
 TOKENS_FORMAT = "rolltap.tokens"
 TOKENS_VERSION = 1
+#: how a turn's prompt relates to the sequence before it
+RENDERS = ("extend", "full")
 _NAMED = 10  # sessions named in the "none qualify" error
+
+
+def token_turn(seq: int, payload: Mapping[str, Any]) -> TokenTurn | None:
+    """The token record of a ``model_response`` payload; ``None`` when it has none.
+
+    Raises :class:`TokenRecordError` for a record that breaks the contract.
+    """
+    return read_turn(seq, payload, RENDERS)
 
 
 def assemble(turns: list[TokenTurn]) -> tuple[list[Segment], list[int], list[str]]:

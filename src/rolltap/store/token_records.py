@@ -2,7 +2,8 @@
 
 The contract is ``docs/events.md``, "Token records"; the training export
 (:mod:`rolltap.store.token_export`), the Hugging Face export and the viewer read records
-through :func:`token_turn`, and build sequences from :class:`Segment`.
+through :func:`rolltap.store.token_export.token_turn` (:func:`read_turn` with the
+renders it knows), and build sequences from :class:`Segment`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RENDERS", "Segment", "TokenRecordError", "TokenTurn", "token_turn"]
-
-#: how a turn's prompt relates to the sequence before it
-RENDERS = ("extend", "full")
+__all__ = ["Segment", "TokenRecordError", "TokenTurn", "read_turn"]
 
 
 class TokenRecordError(ValueError):
@@ -68,10 +66,11 @@ def _drift(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
-def token_turn(seq: int, payload: Mapping[str, Any]) -> TokenTurn | None:
+def read_turn(seq: int, payload: Mapping[str, Any], renders: tuple[str, ...]) -> TokenTurn | None:
     """The token record of a ``model_response`` payload; ``None`` when it has none.
 
-    Raises :class:`TokenRecordError` for a record that breaks the contract.
+    Raises :class:`TokenRecordError` for a record that breaks the contract (its
+    ``render`` one of ``renders``).
     """
     record = payload.get("tokens")
     if record is None:
@@ -80,8 +79,8 @@ def token_turn(seq: int, payload: Mapping[str, Any]) -> TokenTurn | None:
         raise TokenRecordError("tokens must be an object")
     completion = _ids(record, "completion_ids")
     render = record.get("render")
-    if render not in RENDERS:
-        raise TokenRecordError(f"render must be one of {', '.join(RENDERS)}, not {render!r}")
+    if render not in renders:
+        raise TokenRecordError(f"render must be one of {', '.join(renders)}, not {render!r}")
     return TokenTurn(
         seq=seq,
         prompt_ids=_ids(record, "prompt_ids"),
