@@ -9,8 +9,9 @@ check the next against, and any code path with ids (the token client, a relay wi
 server-side token capture) records ``Drift.to_record()`` as ``tokens.drift`` in the
 call's events (docs/events.md, "Token drift").
 
-The comparison is C-speed: tuple slices compared for equality, the first difference
-found by bisection over slices, never a Python loop over the ids (a few dozen at most).
+The comparison is C-speed: slices (of tuples or lists, as the path holds its ids)
+compared for equality, the first difference found by bisection over slices, never a
+Python loop over the ids (a few dozen at most).
 
 >>> find_drift((1, 2, 3, 4), (1, 2, 9, 4, 5)).at
 2
