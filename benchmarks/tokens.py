@@ -29,8 +29,12 @@ renderer's capacity rendering back to back; then when the first renderer was rea
 first-turn latency and rollout duration (admission to end) by quartile, renders by kind
 (``full``/``extend`` and why) from the request events, and errors.
 
+Then the drift check's cost per turn at 32k-token histories, relative to one orjson parse
+of the same ids (goal ≤ 0.5×; benchmarks/_drift_cost.py).
+
     python benchmarks/tokens.py            # C = 512, 2048; 3 s per call (minutes)
     python benchmarks/tokens.py --quick    # C = 32, 128; 0.5 s per call
+    python benchmarks/tokens.py --drift    # the drift check's cost only (seconds)
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _drift_cost import drift_cost, print_drift_cost
 from _plots import pyplot
 from _procs import free_port
 from _tokens_upstream import Latency, upstream_process
@@ -209,7 +214,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help="C values to run")
     parser.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
     parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/tokens.png"))
+    parser.add_argument("--drift", action="store_true", help="the drift check's cost only")
     args = parser.parse_args()
+    drift = drift_cost()
+    if args.drift:
+        print_drift_cost(drift)
+        return
     if args.quick:
         sizes, latency = [32, 128], Latency(ttft_ms=300, tokens_per_s=100, completion_tokens=20)
     else:
@@ -238,6 +248,7 @@ def main() -> None:
         print(_line(row))
     _details(rows)
     _goals(rows, capacity)
+    print_drift_cost(drift)
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     args.plot.with_suffix(".json").write_bytes(orjson.dumps(rows))
     _plot(rows, args.plot)

@@ -55,7 +55,25 @@ TEMPLATE = """\
 """
 
 
-def build_sim_tokenizer(path: Path) -> Path:
+#: :data:`TEMPLATE` rendering reasoning as Qwen3's does: only for assistant messages after
+#: the last user message, so a new user turn drops the reasoning of those before it
+QWEN3_TEMPLATE = TEMPLATE.replace(
+    "{%- for message in messages -%}",
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages %}{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}"
+    "{% endif %}{% endfor -%}\n{%- for message in messages -%}",
+    1,
+).replace(
+    "<|im_start|>assistant\n{% if message.content %}",
+    "<|im_start|>assistant\n"
+    "{% if message.reasoning_content and loop.index0 > ns.last_user %}"
+    "<think>\n{{ message.reasoning_content }}\n</think>\n\n{% endif %}"
+    "{% if message.content %}",
+    1,
+)
+
+
+def build_sim_tokenizer(path: Path, template: str = TEMPLATE) -> Path:
     vocab = {VOCAB.token(i): i for i in range(len(VOCAB))}
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], byte_fallback=True))
     backend.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
@@ -65,6 +83,6 @@ def build_sim_tokenizer(path: Path) -> Path:
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
-    fast.chat_template = TEMPLATE
+    fast.chat_template = template
     fast.save_pretrained(str(path))
     return path

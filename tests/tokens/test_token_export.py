@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rolltap.cli.main import register_commands
-from rolltap.store import EventLog, SessionInfo, Store, StoreNotFoundError, StoreValidationError
+from rolltap.store import EventLog, Store, StoreNotFoundError, StoreValidationError
 from rolltap.store.reader import reading
 from rolltap.store.token_export import TokenExport, export_tokens
+from tokens.exportkit import add_session, export_lines, token_log
 
 # Three turns of one conversation: each prompt extends the previous prompt + completion.
 P1, C1, L1 = [1, 2, 3], [10, 11], [-0.5, -0.25]
@@ -23,42 +23,10 @@ P2, C2, L2 = [*P1, *C1, 4, 5], [12], [-1.0]
 P3, C3, L3 = [*P2, *C2, 6], [13, 14, 15], [-0.1, -0.2, -0.3]
 
 
-def _response(prompt: list[int], completion: list[int], logprobs: Any, render: str) -> Any:
-    tokens = {"prompt_ids": prompt, "completion_ids": completion, "render": render}
-    if logprobs is not None:
-        tokens["completion_logprobs"] = logprobs
-    return {"intercept_id": "ic", "status": 200, "stream": False, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "…"}, "usage": None, "timing": {},
-            "tokens": tokens}  # fmt: skip
-
-
-def _log(*turns: tuple[list[int], list[int], Any, str]) -> EventLog:
-    log = EventLog()
-    log.append("status", {"status": "running"})
-    for turn in turns:
-        log.append("model_request", {"intercept_id": "ic", "messages": []})
-        log.append("model_response", _response(*turn))
-    log.append("reward", {"reward": 1.0})
-    return log
-
-
-async def _session(store: Store, run_id: str, sid: str, log: EventLog) -> SessionInfo:
-    await store.create_session(run_id, session_id=sid, user="ana", task={"q": sid})
-    await store.commit(sid, log, status="completed", reward=0.5)
-    return await store.get_session(sid)
-
-
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     async with await Store.open(f"sqlite:///{tmp_path / 'store.db'}") as opened:
         yield opened
-
-
-async def _export(store: Store, **where: str | None) -> tuple[list[Any], TokenExport]:
-    out = io.BytesIO()
-    async with reading(store.engine) as conn:
-        result = await export_tokens(conn, out, run=where.get("run"), session=where.get("session"))
-    return [orjson.loads(line) for line in out.getvalue().splitlines()], result
 
 
 def _turn(seq: int, segment: int, p: list[int], c: list[int], lp: Any, reuse: str) -> Any:
@@ -68,9 +36,9 @@ def _turn(seq: int, segment: int, p: list[int], c: list[int], lp: Any, reuse: st
 
 async def test_extending_turns_make_one_sequence(store: Store) -> None:
     run = await store.create_run("train")
-    log = _log((P1, C1, L1, "full"), (P2, C2, L2, "extend"), (P3, C3, L3, "extend"))
-    info = await _session(store, run.id, "s1", log)
-    (line,), result = await _export(store)
+    log = token_log((P1, C1, L1, "full"), (P2, C2, L2, "extend"), (P3, C3, L3, "extend"))
+    info = await add_session(store, run.id, "s1", log)
+    (line,), result = await export_lines(store)
     assert result == TokenExport(exported=1)
     sequence = {
         "tokens": [*P3, *C3],
@@ -106,9 +74,11 @@ async def test_extending_turns_make_one_sequence(store: Store) -> None:
 async def test_rewritten_history_starts_a_new_segment(store: Store) -> None:
     run = await store.create_run()
     rewritten = [1, 2, 9]  # the harness dropped a message: not a prefix extension
-    log = _log((P1, C1, None, "full"), (P2, C2, L2, "extend"), (rewritten, [20], [-2.0], "full"))
-    await _session(store, run.id, "s1", log)
-    (line,), _ = await _export(store)
+    log = token_log(
+        (P1, C1, None, "full"), (P2, C2, L2, "extend"), (rewritten, [20], [-2.0], "full")
+    )
+    await add_session(store, run.id, "s1", log)
+    (line,), _ = await export_lines(store)
     assert line["segments"] == [
         {
             "tokens": [*P2, *C2],
@@ -125,8 +95,9 @@ async def test_rewritten_history_starts_a_new_segment(store: Store) -> None:
 
 async def test_a_false_extend_claim_is_caught(store: Store) -> None:
     run = await store.create_run()
-    await _session(store, run.id, "s1", _log((P1, C1, L1, "full"), ([7, 8], [9], [-1], "extend")))
-    (line,), _ = await _export(store)
+    log = token_log((P1, C1, L1, "full"), ([7, 8], [9], [-1], "extend"))
+    await add_session(store, run.id, "s1", log)
+    (line,), _ = await export_lines(store)
     assert [s["tokens"] for s in line["segments"]] == [[*P1, *C1], [7, 8, 9]]
     assert line["turns"][1]["prompt_reuse"] == "extend"
     (warning,) = line["metadata"]["warnings"]
@@ -135,14 +106,14 @@ async def test_a_false_extend_claim_is_caught(store: Store) -> None:
 
 async def test_sessions_without_or_with_bad_records_are_skipped(store: Store) -> None:
     run = await store.create_run()
-    await _session(store, run.id, "a-tokens", _log((P1, C1, L1, "full")))
+    await add_session(store, run.id, "a-tokens", token_log((P1, C1, L1, "full")))
     plain = EventLog()
     plain.append("model_response", {"status": 200, "message": {"content": "hi"}})
-    await _session(store, run.id, "b-plain", plain)
-    await _session(store, run.id, "c-bad", _log((P1, C1, [-1.0], "full")))
-    await _session(store, run.id, "d-bad", _log((P1, C1, L1, "rewrite")))
+    await add_session(store, run.id, "b-plain", plain)
+    await add_session(store, run.id, "c-bad", token_log((P1, C1, [-1.0], "full")))
+    await add_session(store, run.id, "d-bad", token_log((P1, C1, L1, "rewrite")))
     fork = await store.create_session(run.id, session_id="e-fork", parent="a-tokens", fork_at=3)
-    lines, result = await _export(store, run=run.id)
+    lines, result = await export_lines(store, run=run.id)
     assert [line["session_id"] for line in lines] == ["a-tokens", "e-fork"]
     assert lines[1]["metadata"]["forked_from"] == {"session": "a-tokens", "at": 3}
     assert lines[1]["tokens"] == lines[0]["tokens"]  # the fork inherits the prefix
@@ -157,7 +128,7 @@ async def test_sessions_without_or_with_bad_records_are_skipped(store: Store) ->
 async def test_none_qualifying_is_an_error_naming_them(store: Store, tmp_path: Path) -> None:
     run = await store.create_run()
     for n in range(12):
-        await _session(store, run.id, f"s{n:02}", EventLog())
+        await add_session(store, run.id, f"s{n:02}", EventLog())
     dest = tmp_path / "out.jsonl"
     async with reading(store.engine) as conn:
         # sessions without a single model call are named as such
@@ -178,8 +149,8 @@ def test_cli_export_tokens(tmp_path: Path) -> None:
     async def populate() -> None:
         async with await Store.open(url) as store:
             run = await store.create_run("cli")
-            await _session(store, run.id, "s1", _log((P1, C1, L1, "full")))
-            await _session(store, run.id, "s2", EventLog())
+            await add_session(store, run.id, "s1", token_log((P1, C1, L1, "full")))
+            await add_session(store, run.id, "s2", EventLog())
 
     asyncio.run(populate())
     app, runner = register_commands(), CliRunner()

@@ -22,7 +22,7 @@ from rolltap.store import Store, resolve_store_url, upgrade
 from rolltap.store.hf_export import export_hf, require_hf
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.reader import reading
-from rolltap.store.token_export import TokenExport, export_tokens
+from rolltap.store.token_export import OnDrift, TokenExport, export_tokens
 from rolltap.store.transcript import build_transcript
 from rolltap.store.transcript_text import render_lines
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url
@@ -162,6 +162,15 @@ def sessions_export(
             "with no turns; left out by default.",
         ),
     ] = False,
+    on_drift: Annotated[
+        OnDrift,
+        typer.Option(
+            "--on-drift",
+            help="tokens: a rollout whose prompt ids drifted from what was sampled before "
+            "(tokens.drift): split (segments, format v1 as always), keep (one sequence with "
+            "the drifted prompt's ids as sent, the drift marked) or drop (left out, counted).",
+        ),
+    ] = "split",
 ) -> None:
     """Export sessions as JSONL: one session per line with its events, forks resolved.
 
@@ -181,8 +190,9 @@ def sessions_export(
             if fmt == "tokens":
                 async with reading(opened.engine) as conn:
                     tokens = await export_tokens(
-                        conn, dest, run=run_id, session=session_id, include_empty=include_empty
-                    )
+                        conn, dest, run=run_id, session=session_id,
+                        include_empty=include_empty, on_drift=on_drift,
+                    )  # fmt: skip
                 _report_tokens(tokens, include_empty)
                 return
             if fmt == "hf":
@@ -207,6 +217,13 @@ def _report_tokens(result: TokenExport, include_empty: bool) -> None:
         )  # fmt: skip
     if result.without_tokens:
         err_console.print(f"skipped {len(result.without_tokens)} session(s) without token records")
+    if result.drifted:
+        what = {"split": "split into segments at the drift", "keep": "kept as one sequence",
+                "drop": "left out"}[result.on_drift]  # fmt: skip
+        err_console.print(
+            f"{len(result.drifted)} rollout(s) with token drift ({what}; --on-drift "
+            f"{result.on_drift})", markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
     for session_id, why in result.malformed.items():
         err_console.print(f"skipped session {session_id}: {why}", markup=False, highlight=False)
 

@@ -11,7 +11,8 @@ text, reasoning and tool calls by the endpoint's ``tool_parser`` and ``reasoning
 then): the gateway delivers it in the harness's dialect, as a stream when it asked for
 one, with keepalives while it waits. Both events carry ``tokens``: the request's prompt
 length and how it was rendered, the response's exact prompt ids, completion ids and
-logprobs.
+logprobs; both add ``drift`` when the prompt does not extend the previous prompt +
+completion (:mod:`rolltap.tokens.drift`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from rolltap.clients.completions import (
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
-from rolltap.dialects.canonical import Request, Response, Tool
+from rolltap.dialects.canonical import Reasoning, Request, Response, Tool
 from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.dialects.registry import get_dialect
 from rolltap.errors import TokenizerError
 from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
+from rolltap.tokens.drift import Drift
 from rolltap.tokens.handle import RendererHandle
 from rolltap.tokens.parsers import CallParser, ToolCallParser, resolve_parser
 from rolltap.tokens.renderer import RenderedPrompt
@@ -69,6 +71,8 @@ class TokenRequest(UpstreamRequest):
     prompt: RenderedPrompt = dataclasses.field(kw_only=True)
     #: the tools the harness offered (a parser may type call values by their schemas)
     tools: tuple[Tool, ...] = dataclasses.field(default=(), kw_only=True)
+    #: where ``prompt`` parts from the previous prompt + completion (None: it extends them)
+    drift: Drift | None = dataclasses.field(default=None, kw_only=True)
 
 
 class TokenUpstream:
@@ -97,14 +101,16 @@ class TokenUpstream:
         )
         messages, tools = request_to_template(request)
         async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
-            prompt = await self.turns.render(renderer, messages, tools)
+            prompt, drift = await self.turns.render(renderer, messages, tools)
             stop_ids = renderer.eos_token_ids
         body = completions_body(
             endpoint.completions_api, model=endpoint.model, prompt_ids=prompt.ids,
             options=options, stop_ids=stop_ids,
         )  # fmt: skip
-        record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt)}}
-        return TokenRequest(call, body, rewrites, record, prompt=prompt, tools=tuple(request.tools))
+        record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt, drift)}}
+        return TokenRequest(
+            call, body, rewrites, record, prompt=prompt, tools=tuple(request.tools), drift=drift
+        )
 
     @asynccontextmanager
     async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
@@ -130,11 +136,12 @@ class TokenUpstream:
         )
         async with self.renderers.shared(renderer_config(self.endpoint)).acquire() as renderer:
             text = await sampled_text(renderer, completion)
-        self.turns.sampled(request.prompt, completion.ids)
         answer = self._response(completion, text, request)
+        reasoning = [p.text for p in answer.parts if isinstance(p, Reasoning)]
+        self.turns.sampled(request.prompt, completion.ids, reasoning=reasoning)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
-        record = {"message": message, "tokens": _tokens(request.prompt, completion)}
+        record = {"message": message, "tokens": _tokens(request, completion)}
         if "parse_problems" in answer.extra:  # answered as plain text: say why
             record["parse_problems"] = answer.extra["parse_problems"]
         return Answer(parsed, raw, answer, record)
@@ -197,18 +204,20 @@ def _with_sampling(
     return request, options, rewrites
 
 
-def _how(prompt: RenderedPrompt) -> dict[str, Any]:
+def _how(prompt: RenderedPrompt, drift: Drift | None) -> dict[str, Any]:
     how: dict[str, Any] = {"render": "extend" if prompt.extended else "full"}
     if prompt.reason is not None:
         how["reason"] = prompt.reason
+    if drift is not None:
+        how["drift"] = drift.to_record()
     return how
 
 
-def _tokens(prompt: RenderedPrompt, completion: Completion) -> dict[str, Any]:
+def _tokens(request: TokenRequest, completion: Completion) -> dict[str, Any]:
     """The response event's token record (docs/events.md, "Token records")."""
     return {
-        "prompt_ids": list(prompt.ids),
+        "prompt_ids": list(request.prompt.ids),
         "completion_ids": list(completion.ids),
         "completion_logprobs": None if completion.logprobs is None else list(completion.logprobs),
-        **_how(prompt),
+        **_how(request.prompt, request.drift),
     }

@@ -318,7 +318,7 @@ class ModelCall:
         }
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
         self.answered, self.outcome.answered = payload, True
-        self.stats.record_response(payload["usage"])
+        self.stats.record_response(payload["usage"], payload.get("tokens"))
         self.rollout.add_usage(payload["usage"])
 
     def record_error(self, err: RolltapError) -> None:

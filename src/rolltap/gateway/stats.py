@@ -29,10 +29,14 @@ class GatewayStats:
     #: from an answer their original could not deliver
     retries: int = 0
     replays: int = 0
+    #: answered calls whose prompt ids drifted from the previous turn's (``tokens.drift``)
+    token_drift: int = 0
     errors: Counter[str] = field(default_factory=Counter)
 
-    def record_response(self, usage: Any) -> None:
+    def record_response(self, usage: Any, tokens: Any = None) -> None:
         self.responses += 1
+        if isinstance(tokens, dict) and "drift" in tokens:
+            self.token_drift += 1
         if isinstance(usage, dict):
             prompt = usage.get("prompt_tokens")
             completion = usage.get("completion_tokens")
@@ -54,6 +58,7 @@ class GatewayStats:
             "rollouts_registered": self.rollouts_registered,
             "retries": self.retries,
             "replays": self.replays,
+            "token_drift": self.token_drift,
         }
 
 
@@ -80,6 +85,11 @@ class _SnapshotCollector(Collector):
         for code, count in sorted(totals["errors"].items()):
             errors.add_metric([code], count)
         yield errors
+        yield CounterMetricFamily(
+            "rolltap_token_drift",
+            "answered calls whose prompt ids did not extend the previous turn's (tokens.drift)",
+            totals.get("token_drift", 0),
+        )
         for name in ("rollouts", "intercepts", "servers"):
             yield GaugeMetricFamily(f"rolltap_gateway_{name}", f"{name} now", snap[name])
         pool = snap["pool"]

@@ -133,12 +133,20 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("model calls", _fmt(summary["model_calls"])),
         ("model errors", _fmt(summary["model_errors"])),
         ("no model calls", _fmt(summary.get("no_model_calls", 0))),
+        ("token drift", _drift(summary.get("token_drift"))),
         ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
         ("completion tokens", _fmt(summary["tokens"]["completion"])),
     ]
     rows += [(f"latency {k} ms", _fmt(v)) for k, v in summary["latency_ms"].items()]
     rows += [(f"ttfc {k} ms", _fmt(v)) for k, v in summary["ttfc_ms"].items()]
     return rows
+
+
+def _drift(counts: Any) -> str:
+    """``turns in rollouts`` of a summary's ``token_drift`` (``-`` when not known)."""
+    if not isinstance(counts, dict):
+        return "-"
+    return f"{counts['turns']} turns in {counts['rollouts']} rollouts"
 
 
 def render_summary(console: Console, run_id: str, summary: dict[str, Any]) -> None:

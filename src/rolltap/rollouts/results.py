@@ -36,6 +36,8 @@ class CallStats:
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: answered calls whose prompt ids drifted from the previous turn's (``tokens.drift``)
+    drifted: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     ttfc_ms: list[float] = field(default_factory=list)
 
@@ -47,7 +49,7 @@ def _number(value: Any) -> float | None:
 
 
 def call_stats(events: Iterable[Event]) -> CallStats:
-    """Tokens and latencies from ``model_response`` / ``model_error`` events."""
+    """Tokens, drifted turns and latencies from ``model_response`` / ``model_error`` events."""
     stats = CallStats()
     for event in events:
         if event.kind == EventKind.MODEL_ERROR:
@@ -58,6 +60,9 @@ def call_stats(events: Iterable[Event]) -> CallStats:
         usage = event.payload.get("usage") or {}
         stats.prompt_tokens += int(_number(usage.get("prompt_tokens")) or 0)
         stats.completion_tokens += int(_number(usage.get("completion_tokens")) or 0)
+        tokens = event.payload.get("tokens")
+        if isinstance(tokens, dict) and "drift" in tokens:
+            stats.drifted += 1
         timing = event.payload.get("timing") or {}
         total, ttfc = _number(timing.get("total_ms")), _number(timing.get("ttfc_ms"))
         if total is not None:

@@ -6,6 +6,8 @@ of which ``c`` passed, ``1 - C(n-c, k) / C(n, k)``, averaged over tasks. A rollo
 component fully satisfied). ``errors`` counts the rollouts that did not succeed by
 error code (see :func:`~rolltap.rollouts.results.failure_of`) with each code's first
 message: ``{"upstream_unreachable": {"count": 8, "first_message": "…"}}``.
+``token_drift`` counts the turns whose prompt ids drifted from the previous turn's
+(``tokens.drift`` in their events) and the rollouts with at least one.
 
 >>> round(pass_at_k(4, 1, 1), 3), round(pass_at_k(4, 1, 4), 3)
 (0.25, 1.0)
@@ -93,6 +95,10 @@ def summarize(results: Sequence[RolloutResult], *, r: int = 1) -> dict[str, Any]
         "model_calls": sum(res.calls.calls for res in results),
         "model_errors": sum(res.calls.errors for res in results),
         "no_model_calls": sum(res.no_model_calls for res in results),
+        "token_drift": {
+            "turns": sum(res.calls.drifted for res in results),
+            "rollouts": sum(res.calls.drifted > 0 for res in results),
+        },
         "errors": _errors(results),
         "latency_ms": _latency(latencies),
         "ttfc_ms": _latency(ttfc),

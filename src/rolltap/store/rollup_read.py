@@ -89,6 +89,7 @@ class RunStats:
             "model_calls": None,
             "model_errors": None,
             "no_model_calls": None,
+            "token_drift": None,
             "errors": self.errors(),
             "latency_ms": dict(_NO_PERCENTILES),
             "ttfc_ms": dict(_NO_PERCENTILES),

@@ -5,9 +5,12 @@ Built from the ``tokens`` records a token client adds to ``model_response`` even
 :data:`TOKENS_VERSION`, documented in ``docs/training-export.md``. A turn rendered with
 ``"extend"`` continues the current sequence (its prompt must start with it); one rendered
 ``"full"`` (history rewritten) starts a new segment. Sessions are read one at a time, so
-memory is bounded by the largest rollout. A session with no model call at all
-(``no_model_calls``) is left out, and listed, unless ``include_empty`` asks for it: then
-its line has no turns and ``metadata.no_model_calls`` true.
+memory is bounded by the largest rollout. What a drifted turn (its prompt not the previous
+prompt + completion) makes of the line is ``on_drift``'s (:mod:`rolltap.store.token_drift`):
+``split`` (today's segments), ``keep`` (one sequence, drift marked) or ``drop``. A session
+with no model call at all (``no_model_calls``) is left out, and listed, unless
+``include_empty`` asks for it: then its line has no turns and ``metadata.no_model_calls``
+true.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from rolltap.store.events import EventKind
 from rolltap.store.export import iter_sessions
 from rolltap.store.models import SessionInfo
 from rolltap.store.reader import fetch_run, iter_event_rows
+from rolltap.store.token_drift import ON_DRIFT, OnDrift, assemble_kept, drifts
+from rolltap.store.token_records import Segment, TokenRecordError, TokenTurn, read_turn
 
 __all__ = [
+    "ON_DRIFT",
     "RENDERS",
     "TOKENS_FORMAT",
     "TOKENS_VERSION",
+    "OnDrift",
     "Segment",
     "TokenExport",
     "TokenRecordError",
@@ -49,83 +56,12 @@ RENDERS = ("extend", "full", "server")
 _NAMED = 10  # sessions named in the "none qualify" error
 
 
-class TokenRecordError(ValueError):
-    """A ``model_response`` event's ``tokens`` record does not follow the contract."""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenTurn:
-    """One model call's token record: the ``tokens`` object of its ``model_response``."""
-
-    seq: int
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    #: one per completion id (``None`` where the upstream gave none); ``None``: no logprobs
-    completion_logprobs: list[float | None] | None
-    render: str
-
-
-def _ids(record: Mapping[str, Any], name: str) -> list[int]:
-    value = record.get(name)
-    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
-        raise TokenRecordError(f"{name} must be a list of non-negative integers")
-    return value
-
-
-def _logprobs(record: Mapping[str, Any], count: int) -> list[float | None] | None:
-    value = record.get("completion_logprobs")
-    if value is None:
-        return None
-    numbers = isinstance(value, list) and all(
-        lp is None or (isinstance(lp, int | float) and not isinstance(lp, bool)) for lp in value
-    )
-    if not numbers or len(value) != count:
-        raise TokenRecordError("completion_logprobs must hold one number (or null) per id")
-    return [None if lp is None else float(lp) for lp in value]
-
-
 def token_turn(seq: int, payload: Mapping[str, Any]) -> TokenTurn | None:
     """The token record of a ``model_response`` payload; ``None`` when it has none.
 
     Raises :class:`TokenRecordError` for a record that breaks the contract.
     """
-    record = payload.get("tokens")
-    if record is None:
-        return None
-    if not isinstance(record, Mapping):
-        raise TokenRecordError("tokens must be an object")
-    completion = _ids(record, "completion_ids")
-    render = record.get("render")
-    if render not in RENDERS:
-        raise TokenRecordError(f"render must be one of {', '.join(RENDERS)}, not {render!r}")
-    return TokenTurn(
-        seq=seq,
-        prompt_ids=_ids(record, "prompt_ids"),
-        completion_ids=completion,
-        completion_logprobs=_logprobs(record, len(completion)),
-        render=str(render),
-    )
-
-
-@dataclass(slots=True)
-class Segment:
-    """One training sequence: ids, ``1`` where the model sampled them, their logprobs."""
-
-    tokens: list[int] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    logprobs: list[float | None] = field(default_factory=list)
-
-    def add(self, turn: TokenTurn) -> None:
-        """Append the part of ``turn``'s prompt not yet in the sequence, then its completion."""
-        prompt = turn.prompt_ids[len(self.tokens) :]
-        completion = turn.completion_ids
-        sampled = turn.completion_logprobs or [None] * len(completion)
-        self.tokens += prompt + completion
-        self.loss_mask += [0] * len(prompt) + [1] * len(completion)
-        self.logprobs += [None] * len(prompt) + sampled
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
+    return read_turn(seq, payload, RENDERS)
 
 
 def assemble(turns: list[TokenTurn]) -> tuple[list[Segment], list[int], list[str]]:
@@ -150,13 +86,36 @@ def assemble(turns: list[TokenTurn]) -> tuple[list[Segment], list[int], list[str
     return segments, placed, warnings
 
 
+def _kept(
+    turns: list[TokenTurn], marks: list[dict[str, Any] | None]
+) -> tuple[list[Segment], list[int], list[str]]:
+    """``keep``'s one sequence; a broken ``extend`` claim is warned of as ``split`` does."""
+    warnings = [
+        f"turn {n} (event {turn.seq}) is marked extend but its prompt does not start with "
+        "the sequence so far; the sequence is cut where they part"
+        for n, (turn, mark) in enumerate(zip(turns, marks, strict=True))
+        if mark is not None and turn.render == "extend" and turn.drift is None
+    ]
+    return [assemble_kept(turns)], [0] * len(turns), warnings
+
+
 def rollout_line(
     info: SessionInfo, run_name: str | None, turns: list[TokenTurn], *,
-    no_model_calls: bool = False,
+    no_model_calls: bool = False, on_drift: OnDrift = "split",
 ) -> dict[str, Any]:  # fmt: skip
-    """The ``rolltap.tokens`` line of one rollout (see ``docs/training-export.md``)."""
-    segments, placed, warnings = assemble(turns)
-    flagged = {"no_model_calls": True} if no_model_calls else {}
+    """The ``rolltap.tokens`` line of one rollout (see ``docs/training-export.md``);
+    ``keep`` makes one sequence and marks each drift (``drop`` is the caller's)."""
+    keep = on_drift == "keep"
+    marks: list[dict[str, Any] | None] = drifts(turns) if keep else [None] * len(turns)
+    segments, placed, warnings = _kept(turns, marks) if keep else assemble(turns)
+    flagged: dict[str, Any] = {"no_model_calls": True} if no_model_calls else {}
+    if keep:
+        flagged["on_drift"] = "keep"
+        flagged["drift"] = [
+            {"turn": n, "seq": turn.seq, "at": mark["at"], "reason": mark.get("reason")}
+            for n, (turn, mark) in enumerate(zip(turns, marks, strict=True))
+            if mark is not None
+        ]
     single = segments[0] if len(segments) == 1 else None
     forked = {"session": info.parent_id, "at": info.fork_at} if info.parent_id else None
     return {
@@ -175,8 +134,9 @@ def rollout_line(
                 "completion_ids": turn.completion_ids,
                 "completion_logprobs": turn.completion_logprobs,
                 "prompt_reuse": turn.render,
+                **({} if mark is None else {"drift": mark}),
             }
-            for turn, segment in zip(turns, placed, strict=True)
+            for turn, segment, mark in zip(turns, placed, marks, strict=True)
         ],
         "segments": [s.to_dict() for s in segments],
         "tokens": single.tokens if single else None,
@@ -205,6 +165,9 @@ class TokenExport:
     no_model_calls: list[str] = field(default_factory=list)
     #: sessions skipped for a malformed record: id → what is wrong (and in which event)
     malformed: dict[str, str] = field(default_factory=dict)
+    #: rollouts with a drifted turn: written (split, keep) or left out (drop)
+    drifted: list[str] = field(default_factory=list)
+    on_drift: OnDrift = "split"
 
 
 class _LazyFile:
@@ -251,20 +214,23 @@ async def _turns(conn: AsyncConnection, info: SessionInfo) -> tuple[list[TokenTu
 
 async def export_tokens(
     conn: AsyncConnection, dest: str | Path | IO[bytes], *, run: str | None,
-    session: str | None, include_empty: bool = False,
+    session: str | None, include_empty: bool = False, on_drift: OnDrift = "split",
 ) -> TokenExport:  # fmt: skip
     """Write a ``rolltap.tokens`` line per session (all, ``run``'s, or ``session``) that has
     token records; sessions without are skipped and listed in the result. Sessions that
     made no model call are listed apart, and written (with no turns) when
-    ``include_empty``.
+    ``include_empty``. Rollouts with a drifted turn are listed (``drifted``) and, by
+    ``on_drift``, split into segments, kept as one sequence, or left out (``drop``).
 
     Raises :class:`StoreValidationError` naming the sessions when there were some and none
     had token records (no file is created then).
     """
     if run is not None:
         await fetch_run(conn, run)  # StoreNotFoundError for an unknown run
+    if on_drift not in ON_DRIFT:
+        raise StoreValidationError(f"on_drift must be one of {', '.join(ON_DRIFT)}")
     names: dict[str, str | None] = {}
-    result = TokenExport()
+    result = TokenExport(on_drift=on_drift)
     with contextlib.ExitStack() as stack:
         out = _LazyFile(dest, stack)
         async for info in iter_sessions(conn, run, session):
@@ -280,15 +246,22 @@ async def export_tokens(
             elif not turns:
                 result.without_tokens.append(info.id)
                 continue
+            if any(mark is not None for mark in drifts(turns)):
+                result.drifted.append(info.id)
+                if on_drift == "drop":
+                    continue
             if info.run_id not in names:
                 names[info.run_id] = (await fetch_run(conn, info.run_id)).name
-            line = rollout_line(info, names[info.run_id], turns, no_model_calls=not called)
+            line = rollout_line(
+                info, names[info.run_id], turns, no_model_calls=not called, on_drift=on_drift
+            )
             out.write(orjson.dumps(line) + b"\n")
             result.exported += 1
     skipped = [
         *result.without_tokens,
         *(f"{k} (no_model_calls)" for k in result.no_model_calls),
         *(f"{k} ({why})" for k, why in result.malformed.items()),
+        *(f"{k} (token drift)" for k in result.drifted if on_drift == "drop"),
     ]
     if not result.exported and skipped:
         listed = ", ".join(skipped[:_NAMED])

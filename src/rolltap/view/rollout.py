@@ -3,8 +3,9 @@ call's timing, usage and rewrites, the token view, the raw events, and the expor
 
 The token view is built from the ``tokens`` records of ``model_response`` events
 (:mod:`rolltap.store.token_export`): each sequence's ids with the loss mask, the sampled
-ones coloured by their logprob; a turn whose ``extend`` claim does not hold is marked
-as drift (its prompt is not the sequence so far).
+ones coloured by their logprob; a turn is marked as drift when its record says it drifted
+(``tokens.drift``: where its prompt parts from the previous prompt + completion, and why)
+or its ``extend`` claim does not hold (its prompt is not the sequence so far).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def token_view(events: list[Event]) -> TokenView:
         return view
     segments, placed, view.drift = assemble(turns)
     drifted = {int(w.split()[1]) for w in view.drift if w.startswith("turn ")}
+    for number, turn in enumerate(turns):
+        if turn.drift is not None:
+            drifted.add(number)
+            view.drift.append(_recorded(number, turn.seq, turn.drift))
     for number, (turn, segment) in enumerate(zip(turns, placed, strict=True)):
         view.turns.append({
             "number": number, "seq": turn.seq, "segment": segment, "render": turn.render,
@@ -59,6 +64,15 @@ def token_view(events: list[Event]) -> TokenView:
     for seg in segments:
         view.segments.append(list(zip(seg.tokens, seg.loss_mask, seg.logprobs, strict=True)))
     return view
+
+
+def _recorded(number: int, seq: int, drift: dict[str, Any]) -> str:
+    """A recorded drift, said: where, why, and the ids either side."""
+    reason = drift.get("reason") or "reason unknown"
+    return (
+        f"turn {number} (event {seq}) drifted at id {drift['at']} ({reason}): "
+        f"expected {drift.get('expected')}, got {drift.get('got')}"
+    )
 
 
 def _rewrites(events: list[Event]) -> dict[str, list[Any]]:

@@ -1,0 +1,116 @@
+"""Token records: the ``tokens`` object of a ``model_response`` event, read and checked.
+
+The contract is ``docs/events.md``, "Token records"; the training export
+(:mod:`rolltap.store.token_export`), the Hugging Face export and the viewer read records
+through :func:`rolltap.store.token_export.token_turn` (:func:`read_turn` with the
+renders it knows), and build sequences from :class:`Segment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Segment", "TokenRecordError", "TokenTurn", "read_turn"]
+
+
+class TokenRecordError(ValueError):
+    """A ``model_response`` event's ``tokens`` record does not follow the contract."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTurn:
+    """One model call's token record: the ``tokens`` object of its ``model_response``."""
+
+    seq: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    #: one per completion id (``None`` where the upstream gave none); ``None``: no logprobs
+    completion_logprobs: list[float | None] | None
+    render: str
+    #: the recorded ``drift`` (``{at, expected, got, reason}``), when the prompt drifted
+    drift: dict[str, Any] | None = None
+
+
+def _ids(record: Mapping[str, Any], name: str) -> list[int]:
+    value = record.get(name)
+    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
+        raise TokenRecordError(f"{name} must be a list of non-negative integers")
+    return value
+
+
+def _logprobs(record: Mapping[str, Any], count: int) -> list[float | None] | None:
+    value = record.get("completion_logprobs")
+    if value is None:
+        return None
+    numbers = isinstance(value, list) and all(
+        lp is None or (isinstance(lp, int | float) and not isinstance(lp, bool)) for lp in value
+    )
+    if not numbers or len(value) != count:
+        raise TokenRecordError("completion_logprobs must hold one number (or null) per id")
+    return [None if lp is None else float(lp) for lp in value]
+
+
+def _drift(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    at = value.get("at") if isinstance(value, Mapping) else None
+    if type(at) is not int or at < 0:
+        raise TokenRecordError("drift must be an object with a non-negative integer at")
+    for name in ("expected", "got"):
+        _ids(value, name)
+    reason = value.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise TokenRecordError("drift.reason must be a string or null")
+    return dict(value)
+
+
+def read_turn(seq: int, payload: Mapping[str, Any], renders: tuple[str, ...]) -> TokenTurn | None:
+    """The token record of a ``model_response`` payload; ``None`` when it has none.
+
+    Raises :class:`TokenRecordError` for a record that breaks the contract (its
+    ``render`` one of ``renders``).
+    """
+    record = payload.get("tokens")
+    if record is None:
+        return None
+    if not isinstance(record, Mapping):
+        raise TokenRecordError("tokens must be an object")
+    completion = _ids(record, "completion_ids")
+    render = record.get("render")
+    if render not in renders:
+        raise TokenRecordError(f"render must be one of {', '.join(renders)}, not {render!r}")
+    return TokenTurn(
+        seq=seq,
+        prompt_ids=_ids(record, "prompt_ids"),
+        completion_ids=completion,
+        completion_logprobs=_logprobs(record, len(completion)),
+        render=str(render),
+        drift=_drift(record.get("drift")),
+    )
+
+
+@dataclass(slots=True)
+class Segment:
+    """One training sequence: ids, ``1`` where the model sampled them, their logprobs."""
+
+    tokens: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+
+    def add(self, turn: TokenTurn) -> None:
+        """Append the part of ``turn``'s prompt not yet in the sequence, then its completion."""
+        prompt = turn.prompt_ids[len(self.tokens) :]
+        completion = turn.completion_ids
+        sampled = turn.completion_logprobs or [None] * len(completion)
+        self.tokens += prompt + completion
+        self.loss_mask += [0] * len(prompt) + [1] * len(completion)
+        self.logprobs += [None] * len(prompt) + sampled
+
+    def cut(self, length: int) -> None:
+        """Keep only the first ``length`` ids (where a drifted prompt parts from them)."""
+        del self.tokens[length:], self.loss_mask[length:], self.logprobs[length:]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
