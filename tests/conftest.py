@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +14,11 @@ from rolltap.config import EndpointConfig, GatewaySettings, Timeouts
 from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
+
+# The Ray tests' clusters live on loopback: without this Ray resolves 127.0.0.1 to the
+# machine's network address (read when ray is imported; inherited by the CLI processes
+# and the cluster's own processes, which the tests start)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from rolltap.config import EndpointConfig
 from rolltap.serve import ServeConfig, Service
 from rolltap.sim import Simulator
-from rolltap.store import WriterHooks
+from rolltap.store import Store, WriterHooks
 from serve.servekit import TOKEN, ServiceFactory
 from store.conftest import fresh_database
 
@@ -53,3 +54,15 @@ def serve_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         yield f"sqlite:///{tmp_path / 'serve.db'}"
         return
     yield from fresh_database(request.param)
+
+
+def upgraded_database(backend: str) -> Iterator[str]:
+    """:func:`fresh_database`, upgraded to the current schema."""
+    for url in fresh_database(backend):
+        asyncio.run(_upgrade(url))
+        yield url
+
+
+async def _upgrade(url: str) -> None:
+    async with await Store.open(url, upgrade=True):
+        pass  # a server database is upgraded by its operator (rolltap db upgrade)

@@ -129,6 +129,9 @@ class RunConfig(BaseModel):
     workers: int | None = Field(default=None, gt=0)
     ray: str | None = Field(default=None, min_length=1)
     workers_per_node: int | None = Field(default=None, gt=0)
+    #: how long a run's workers may take to start (and a Ray cluster to place them);
+    #: also how long a run with work left waits for a lost worker to come back
+    worker_start_timeout_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _check_placement(self) -> RunConfig:

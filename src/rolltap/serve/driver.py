@@ -153,7 +153,7 @@ class _Driver:
             "max_rollout_s": config.limits.timeout_s or _NO_TIMEOUT_S,
             "lease_ttl_s": config.lease_ttl_s, "otel": config.otel,
             # a run is short next to a service: a fresher heartbeat for the final table
-            "stats_interval_s": 2.0,
+            "stats_interval_s": 2.0, "start_timeout_s": config.worker_start_timeout_s,
             "otel_content": config.otel_content,
             "store_unavailable_timeout_s": config.store_unavailable_timeout_s,
             **({"gateway": settings} if settings is not None else {}),

@@ -152,7 +152,8 @@ class RayLauncher:
         env = {"env_vars": {"PYTHONPATH": worker_env()["PYTHONPATH"]}}
         options: dict[str, Any] = {
             "include_dashboard": False, "log_to_driver": False, "runtime_env": env,
-            "logging_level": logging.WARNING,
+            # (Ray's own notes, e.g. that it leaves SIGTERM to us, are not the user's business)
+            "logging_level": logging.ERROR,
         }  # fmt: skip
         try:
             if self.address == "local":

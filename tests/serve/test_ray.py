@@ -1,0 +1,165 @@
+"""``--ray``: a run's workers as Ray actors on a real two-node local cluster.
+
+The cluster (``ray.cluster_utils.Cluster``: two nodes on this machine, 2 logical CPUs
+each, dashboard off, a small object store) is started once for the module and listens on
+loopback only (tests/conftest.py keeps Ray's addresses on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from clikit import cli_env
+from rolltap.errors import ClusterError
+from rolltap.rollouts import Hooks, RolloutResult
+from rolltap.serve.driver import run_eval
+from rolltap.sim import Simulator
+from rolltap.store import Store
+from serve.conftest import upgraded_database
+from serve.servekit import read_until
+from serve.test_eval_workers import HARNESS, run_config, sessions_of, tasks_file
+
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+pytestmark = pytest.mark.timeout(300)
+
+_NODE = {"num_cpus": 2, "node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A two-node cluster's address."""
+    made = ray_cluster_utils.Cluster(
+        initialize_head=True, head_node_args={**_NODE, "include_dashboard": False}
+    )
+    try:
+        made.add_node(**_NODE)
+        made.wait_for_nodes()
+        yield made.address
+    finally:
+        made.shutdown()
+
+
+def actor_processes() -> list[psutil.Process]:
+    """The worker actors' processes (Ray titles them ``ray::RayWorker…``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any("RayWorker" in part for part in proc.info["cmdline"] or ()):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ray_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLite (the workers ship their events to the driver) and PostgreSQL (each writes)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ray.db'}"
+        return
+    yield from upgraded_database("postgresql")
+
+
+async def test_a_run_lands_on_both_nodes_and_every_rollout_is_stored_once(
+    sim: Simulator, tmp_path: Path, cluster: str, ray_store: str
+) -> None:
+    url = ray_store
+    config = run_config(
+        sim, tasks_file(tmp_path / "t.jsonl", 60), url, r=2, c=16, ray=cluster, workers=4
+    )
+    result = await run_eval(config)
+    assert result.summary["statuses"] == {"completed": 120}
+    sessions = await sessions_of(url, result.run_id)
+    keys = Counter((s.task["task_id"], s.task["sample"]) for s in sessions)
+    assert len(keys) == 120 and set(keys.values()) == {1}
+    nodes = Counter(s.node_id for s in sessions)
+    assert len(nodes) == 2, nodes  # SPREAD: two workers on each node
+    assert {w["node"] for w in result.workers} == set(nodes)
+    assert sorted(nodes.values()) == sorted(
+        sum(w["finished"] for w in result.workers if w["node"] == node) for node in nodes
+    )
+
+
+async def test_kill_9_of_an_actor_costs_only_its_rollouts(
+    sim: Simulator, tmp_path: Path, cluster: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    tasks = tasks_file(tmp_path / "t.jsonl", 12, gate="g")
+    config = run_config(sim, tasks, url, c=6, ray=cluster, workers=2)
+    gate = sim.gate("g")
+    landed: list[RolloutResult] = []
+    lost = asyncio.Event()
+
+    def on_result(res: RolloutResult) -> None:
+        landed.append(res)
+        if sum(r.status == "worker_lost" for r in landed) == 3:
+            lost.set()
+
+    async def kill_one_then_open() -> None:
+        await sim.wait_for(lambda _: gate.held == 6, timeout=120)
+        (victim, _) = actor_processes()
+        victim.kill()
+        await asyncio.wait_for(lost.wait(), 120)
+        # Ray restarts the actor; it takes the next rollouts while the other is full
+        await sim.wait_for(lambda _: gate.held == 6, timeout=120)
+        gate.open()
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(kill_one_then_open())
+        result = await run_eval(config, hooks=Hooks(on_result=on_result))
+    assert result.summary["statuses"] == {"completed": 9, "worker_lost": 3}
+    restarted = [w for w in result.workers if w["generation"] == 1]
+    assert len(restarted) == 1 and restarted[0]["finished"] >= 3
+    statuses = sorted(s.status for s in await sessions_of(url, result.run_id))
+    assert statuses == ["completed"] * 9 + ["worker_lost"] * 3
+
+
+async def test_sigterm_of_the_driver_drains_and_exits(
+    sim: Simulator, tmp_path: Path, cluster: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    tasks = tasks_file(tmp_path / "t.jsonl", 8, gate="g")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rolltap", "eval", tasks, "--harness", HARNESS, "--endpoint",
+        sim.base_url, "--model", "sim-model", "--store", url, "--ray", cluster,
+        "--workers", "2", "-c", "4",
+        env=cli_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        await sim.wait_for(lambda _: sim.gate("g").held == 4, timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stderr is not None
+        await read_until(proc.stderr, "stopping")
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 143, err.decode()
+    async with await Store.open(url) as store:
+        (run,) = await store.list_runs()
+        sessions = await store.list_sessions(run=run.id)
+    assert sorted(s.status for s in sessions) == ["cancelled"] * 4
+    assert run.config["run"]["ray"] == cluster
+
+
+async def test_a_cluster_without_room_fails_the_run_with_one_clear_error(
+    sim: Simulator, tmp_path: Path, cluster: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    config = run_config(
+        sim, tasks_file(tmp_path / "t.jsonl", 2), url, ray=cluster, workers=9,
+        worker_start_timeout_s=3,
+    )  # fmt: skip
+    with pytest.raises(
+        ClusterError, match=r"could not place 9 workers .* within 3 s \(it has 4 CPUs"
+    ):
+        await run_eval(config)
+    async with await Store.open(url) as store:
+        assert await store.list_runs() == []  # a run that could not start leaves nothing
