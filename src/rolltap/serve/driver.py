@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -98,6 +99,9 @@ class _Driver:
         self.results: list[RolloutResult] = []
         self._supervisor: Supervisor | None = None
         self._inflight = 0
+        #: when each rollout in flight was submitted, seconds into the run (by task, sample)
+        self._started: dict[tuple[str, int], float] = {}
+        self._t0 = time.monotonic()
         #: results as they land; ``None``: the workers changed, look for room again
         self._landed: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
@@ -224,6 +228,9 @@ class _Driver:
                 await asyncio.sleep(1.0)  # nothing will wake us: poll the service again
             return None
         self._inflight += len(chosen)
+        now = time.monotonic() - self._t0
+        for spec in chosen:
+            self._started[(str(spec.task.get("id")), spec.sample)] = now
         return batch
 
     async def _collect(self, batch: Batch) -> None:
@@ -234,6 +241,7 @@ class _Driver:
     def _land(self, message: dict[str, Any]) -> None:
         self._inflight -= 1
         result = RolloutResult.from_wire(message)
+        result.started_s = self._started.pop((result.task_id, result.sample), 0.0)
         self.results.append(result)
         if self.hooks.on_result is not None:
             self.hooks.on_result(result)
