@@ -8,6 +8,7 @@ loopback only (tests/conftest.py keeps Ray's addresses on 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections import Counter
@@ -17,14 +18,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from clikit import cli_env
+from clikit import arolltap, cli_env
 from rolltap.errors import ClusterError
 from rolltap.rollouts import Hooks, RolloutResult
+from rolltap.serve import ServeClient
 from rolltap.serve.driver import run_eval
 from rolltap.sim import Simulator
 from rolltap.store import Store
 from serve.conftest import upgraded_database
-from serve.servekit import read_until
+from serve.servekit import TOKEN, chat_spec, read_until
 from serve.test_eval_workers import HARNESS, run_config, sessions_of, tasks_file
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -163,3 +165,56 @@ async def test_a_cluster_without_room_fails_the_run_with_one_clear_error(
         await run_eval(config)
     async with await Store.open(url) as store:
         assert await store.list_runs() == []  # a run that could not start leaves nothing
+
+
+async def test_serve_places_its_workers_on_the_cluster_behind_the_same_api(
+    sim: Simulator, tmp_path: Path, cluster: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rolltap", "serve", "--endpoint", sim.base_url, "--model",
+        "sim-model", "--ray", cluster, "--workers-per-node", "1", "--port", "0", "--store", url,
+        "--stats-interval", "0.2",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=cli_env(ROLLTAP_SERVE_TOKEN=TOKEN),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        line = await read_until(proc.stdout, "rolltap serve: http")
+        match = re.search(r"(http://\S+)", line)
+        assert match, line
+        assert "2 workers" in await read_until(proc.stdout, "workers ×")
+        async with ServeClient(match.group(1), TOKEN) as client:
+            results = [r async for r in client.submit_batch([chat_spec(f"t{i}") for i in range(8)])]
+            status = await client.status()
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with client.http.get(match.group(1) + "/metrics", headers=headers) as resp:
+                metrics = await resp.text()
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert [r.status for r in results] == ["completed"] * 8
+    nodes = {worker["node"] for worker in status["workers"]}
+    assert len(nodes) == 2  # one worker on each node
+    for node in nodes:
+        assert f'rolltap_serve_worker_rss_bytes{{node="{node}"' in metrics
+    assert proc.returncode == 0
+
+
+async def test_ray_local_starts_a_cluster_for_the_run(sim: Simulator, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    done = await arolltap(
+        "eval", tasks_file(tmp_path / "t.jsonl", 6), "--harness", HARNESS, "--endpoint",
+        sim.base_url, "--model", "sim-model", "--store", url, "--ray", "local", "--workers", "2",
+    )  # fmt: skip
+    assert done.code == 0, done.output
+    assert "completed" in done.stdout and "workers" in done.stdout  # the per-worker table
+    async with await Store.open(url) as store:
+        (run,) = await store.list_runs()
+        sessions = await store.list_sessions(run=run.id)
+    assert sorted(s.status for s in sessions) == ["completed"] * 6
+    assert {s.worker_id for s in sessions} <= {"w0", "w1"}
+    assert len({s.node_id for s in sessions}) == 1  # one machine, one node

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import aiohttp
@@ -56,7 +57,9 @@ async def test_token_guards_everything_but_health(start_service: ServiceFactory)
         async with http.post(service.url + "/rollouts", json=bad, headers=headers) as resp:
             assert resp.status == 400
             assert (await resp.json())["error"]["code"] == "invalid_request"
-    assert 'rolltap_serve_worker_rss_bytes{worker="0"}' in text
+    node = socket.gethostname()  # the worker's node: this machine
+    assert f'rolltap_serve_worker_rss_bytes{{node="{node}",worker="0"}}' in text
+    assert f'rolltap_serve_worker_peak_rss_bytes{{node="{node}",worker="0"}}' in text
     assert "rolltap_serve_capacity 8.0" in text
 
 

@@ -26,6 +26,7 @@ from rolltap.cli.common import (
     run_async,
 )
 from rolltap.config import EndpointConfig
+from rolltap.errors import ConfigError
 from rolltap.local import LocalModel
 from rolltap.serve import TOKEN_ENV, ServeConfig, Service
 from rolltap.store import mask_url, resolve_store_url
@@ -36,6 +37,11 @@ __all__ = ["register"]
 async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
     """Serve until a signal, drain; 0 after a clean drain, 1 if it timed out or a commit failed."""
     if not values.get("endpoints") and config_file is None:
+        if values.get("ray") is not None:
+            raise ConfigError(
+                "--ray needs --endpoint: the built-in local model listens on one "
+                "machine's loopback, which workers on other nodes cannot reach"
+            )
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
@@ -50,7 +56,8 @@ async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
         # one line a parser can rely on: tests and scripts read the URL from it
         console.print(f"rolltap serve: {service.url}", soft_wrap=True, highlight=False)
         console.print(
-            f"{config.workers} workers × {config.max_inflight} rollouts; "
+            f"{len(service.supervisor.fleet.slots)} workers × {config.max_inflight} rollouts"
+            f"{' on Ray' if config.ray is not None else ''}; "
             f"store {mask_url(resolve_store_url(config.store))}",
             highlight=False,
         )
@@ -89,6 +96,17 @@ def serve(
     capture_tokens: CaptureTokensOpt = None,
     capture_logprobs: CaptureLogprobsOpt = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes [CPUs, at most 8]")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="local|auto|ADDRESS",
+            help="Workers as Ray actors: a cluster started for the service, the running one,"
+            " or a cluster address (needs --endpoint and the ray extra)",
+        ),
+    ] = None,
+    workers_per_node: Annotated[
+        int | None, typer.Option(help="With --ray: K workers on every node (else --workers)")
+    ] = None,
     store: Annotated[
         str | None, typer.Option(help="sqlite:///f.db, postgresql://…, mysql://… [ROLLTAP_STORE]")
     ] = None,
@@ -129,7 +147,8 @@ def serve(
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
-        "workers": workers, "store": store, "host": host, "port": port,
+        "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
+        "store": store, "host": host, "port": port,
         "max_inflight": max_inflight, "drain_timeout_s": drain_timeout,
         "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,
         "otel": otel, "otel_content": otel_content or None,

@@ -6,6 +6,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -179,15 +180,17 @@ def _mib(value: Any) -> str:
 
 def render_workers(console: Console, workers: list[dict[str, Any]]) -> None:
     """Each worker's share of the run and its last heartbeat (a run on workers)."""
-    table = Table(title="workers")
-    for name in ("worker", "node", "pid", "rollouts", "restarts", "RSS MiB", "peak MiB",
-                 "open files", "loop lag ms"):  # fmt: skip
-        table.add_column(name, justify="left" if name == "node" else "right")
+    # compact: fits 80 columns (a Ray node id is shown by its first 12 characters)
+    table = Table(title="workers (memory in MiB, loop lag in ms)", box=box.SIMPLE_HEAD)
+    for name in ("worker", "node", "pid", "done", "restarts", "rss", "peak", "files", "lag"):
+        left = name == "node"
+        table.add_column(name, justify="left" if left else "right", no_wrap=True,
+                         min_width=12 if left else None)  # fmt: skip
     for worker in workers:
         stats = worker.get("stats") or {}
         lag = stats.get("loop_lag_ms")
         table.add_row(
-            str(worker.get("index")), str(worker.get("node") or "-")[:16],
+            str(worker.get("index")), str(worker.get("node") or "-")[:12],
             str(worker.get("pid") or "-"), str(worker.get("finished", 0)),
             str(worker.get("generation", 0)), _mib(stats.get("rss")),
             _mib(stats.get("peak_rss")), str(stats.get("open_files", "-")),

@@ -17,6 +17,7 @@ __all__ = ["render_metrics"]
 #: per-worker gauges: heartbeat field → (metric suffix, help, scale)
 _WORKER_GAUGES: dict[str, tuple[str, str, float]] = {
     "rss": ("rss_bytes", "resident memory", 1.0),
+    "peak_rss": ("peak_rss_bytes", "the most resident memory the worker ever held", 1.0),
     "open_files": ("open_files", "open file descriptors", 1.0),
     "sockets": ("sockets", "open sockets", 1.0),
     "threads": ("threads", "threads", 1.0),
@@ -26,21 +27,27 @@ _WORKER_GAUGES: dict[str, tuple[str, str, float]] = {
 }
 
 
+def _labels(worker: Mapping[str, Any]) -> list[str]:
+    """A worker's slot and the node it runs on (a host name, or a Ray node id)."""
+    return [str(worker["index"]), str(worker.get("node") or "")]
+
+
 def _worker_metrics(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
+    labels = ["worker", "node"]
     for field, (suffix, text, scale) in _WORKER_GAUGES.items():
-        gauge = GaugeMetricFamily(f"rolltap_serve_worker_{suffix}", text, labels=["worker"])
+        gauge = GaugeMetricFamily(f"rolltap_serve_worker_{suffix}", text, labels=labels)
         for worker in workers:
             value = worker["stats"].get(field)
             if isinstance(value, int | float):
-                gauge.add_metric([str(worker["index"])], value * scale)
+                gauge.add_metric(_labels(worker), value * scale)
         yield gauge
     pool = GaugeMetricFamily(
-        "rolltap_serve_worker_pool_clients", "model clients in the worker's pool", labels=["worker"]
+        "rolltap_serve_worker_pool_clients", "model clients in the worker's pool", labels=labels
     )
     for worker in workers:
         clients = (worker["stats"].get("pool") or {}).get("clients")
         if isinstance(clients, int):
-            pool.add_metric([str(worker["index"])], clients)
+            pool.add_metric(_labels(worker), clients)
     yield pool
 
 

@@ -157,7 +157,8 @@ class RayLauncher:
         }  # fmt: skip
         try:
             if self.address == "local":
-                ray.init(**options, _node_ip_address=_LOCAL_HOST)
+                # "local" (not None): never join a cluster found on the machine
+                ray.init(address="local", **options, _node_ip_address=_LOCAL_HOST)
             else:
                 ray.init(address=self.address, **options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
