@@ -1,4 +1,5 @@
-"""``rolltap serve``: a long-lived rollout service with supervised worker processes.
+"""Workers and their launchers: ``rolltap serve`` (a long-lived rollout service with
+supervised workers) and ``rolltap eval --workers/--ray`` (the driver of one run on them).
 
 A supervisor admits batches over HTTP and places each rollout on one of W worker
 processes; each worker has its own event loop, gateway and model-client pool and runs
@@ -10,8 +11,11 @@ dies or misses its heartbeat is killed and replaced, and its rollouts end
 * :mod:`~rolltap.serve.api` — the HTTP routes (token auth, NDJSON result streams)
 * :mod:`~rolltap.serve.service` — the API and the supervisor together; SIGTERM drain
 * :mod:`~rolltap.serve.supervisor` — admission (429 when full), batches, results
-* :mod:`~rolltap.serve.fleet` / :mod:`~rolltap.serve.handle` — worker processes,
+* :mod:`~rolltap.serve.driver` — :func:`run_eval`: one eval run fed to the workers
+* :mod:`~rolltap.serve.fleet` / :mod:`~rolltap.serve.handle` — worker slots,
   heartbeat deadlines, replacement
+* :mod:`~rolltap.serve.launch` / :mod:`~rolltap.serve.ray_launch` — how a slot starts:
+  a child process over a socket pair, or a Ray actor over TCP back to the driver
 * :mod:`~rolltap.serve.protocol` — the supervisor↔worker frames
 * :mod:`~rolltap.serve.worker` / :mod:`~rolltap.serve.jobs` — a worker and its rollouts
 * :mod:`~rolltap.serve.heartbeat` / :mod:`~rolltap.proc.memory` — stats, malloc_trim
@@ -21,6 +25,7 @@ dies or misses its heartbeat is killed and replaced, and its rollouts end
 
 from rolltap.serve.client import BatchStream, ServeClient, ServeResult
 from rolltap.serve.config import TOKEN_ENV, ServeConfig
+from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.serve.protocol import RolloutSpec
 from rolltap.serve.service import Service
 from rolltap.serve.supervisor import Supervisor
@@ -34,4 +39,6 @@ __all__ = [
     "ServeResult",
     "Service",
     "Supervisor",
+    "resume_eval",
+    "run_eval",
 ]

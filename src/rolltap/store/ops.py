@@ -20,7 +20,8 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from rolltap.store.errors import ForkDependencyError
+from rolltap.errors import StoreError
+from rolltap.store.errors import ForkDependencyError, StoreConflictError
 from rolltap.store.events import Event, EventLog
 from rolltap.store.fence import check_fences
 from rolltap.store.models import CommitResult, is_failed, is_finished
@@ -69,8 +70,8 @@ class WriteOp:
     def on_success(self) -> None:
         """Runs in the writer after the transaction committed, before the caller wakes."""
 
-    def on_failure(self) -> None:
-        """Runs in the writer when the write failed or its outcome is unknown."""
+    def on_failure(self, error: StoreError) -> None:
+        """Runs in the writer when the write failed (``error``) or its outcome is unknown."""
 
 
 @dataclass(slots=True)
@@ -84,6 +85,8 @@ class SessionState:
     status: str
     reward: float | None
     loaded: bool = True
+    #: a commit found the stored history changed by another writer: refuse the rest
+    conflicted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: asyncio.Future[Any] | None = None
     #: totals over the persisted history (None: not known here; the next commit counts
@@ -254,10 +257,15 @@ class CommitOp(WriteOp):
         st.status, st.reward, st.metrics = self.status, self.reward, self.metrics
         self.log.mark_persisted(self.snap.epoch)
 
-    def on_failure(self) -> None:
+    def on_failure(self, error: StoreError) -> None:
         # the next commit reloads the prefix from the database: it is where it was,
         # unless the outcome was unknown — then the database says which it is
         self.state.loaded = False
+        if isinstance(error, StoreConflictError):
+            # someone else wrote the session since (a driver that ended it worker_lost
+            # while this writer was cut off): this writer's view of it is stale, and a
+            # reload would let its later commits mix into the other writer's history
+            self.state.conflicted = True
 
 
 _SESSION_UPDATE = (

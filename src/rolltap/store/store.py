@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rolltap.store import export, reader
 from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
 from rolltap.store.engine import create_engine
-from rolltap.store.errors import StoreNotFoundError
+from rolltap.store.errors import StoreConflictError, StoreNotFoundError
 from rolltap.store.events import EventLog
 from rolltap.store.importing import merge_session
 from rolltap.store.leasing import StoreLeases
@@ -249,6 +249,12 @@ class Store(StoreReads, StoreLeases):
         async with state.lock:
             if state.inflight is not None and not state.inflight.done():
                 await asyncio.wait([state.inflight])
+            if state.conflicted:
+                raise StoreConflictError(
+                    f"session {session_id}: another writer changed it since this one last "
+                    "wrote (e.g. its rollout was ended worker_lost); this writer's commits "
+                    "to it are refused"
+                )
             if not state.loaded:
                 await self._load(session_id)
             epoch = self._epochs.get(state.run_id)

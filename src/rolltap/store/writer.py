@@ -305,5 +305,5 @@ class Writer:
         for op in ops:
             self._pending.release(op)
             if not op.future.done():
-                op.on_failure()
+                op.on_failure(error)
                 op.future.set_exception(error)
