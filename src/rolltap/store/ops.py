@@ -261,8 +261,9 @@ class CommitOp(WriteOp):
         # the next commit reloads the prefix from the database: it is where it was,
         # unless the outcome was unknown — then the database says which it is
         self.state.loaded = False
-        if isinstance(error, StoreConflictError):
-            # someone else wrote the session since (a driver that ended it worker_lost
+        if type(error) is StoreConflictError:
+            # the rows it appends exist already (not a refusal of its own rewrite, like
+            # ForkDependencyError): someone else wrote the session since (a driver that ended it worker_lost
             # while this writer was cut off): this writer's view of it is stale, and a
             # reload would let its later commits mix into the other writer's history
             self.state.conflicted = True
