@@ -230,7 +230,8 @@ class Fleet:
         if handle.store_tasks:
             # its last shipped writes come first, so the final status lands after them
             await asyncio.wait(set(handle.store_tasks))
-        detail = f"worker {handle.index} (pid {handle.pid}) {reason}; exit status {code}"
+        ended = handle.proc.describe_exit(code) if handle.proc is not None else "never started"
+        detail = f"worker {handle.index} (pid {handle.pid}) {reason}; {ended}"
         await self._owner.on_lost(handle, status, detail)
         await handle.aclose()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 from typing import Protocol
@@ -44,6 +45,9 @@ class WorkerProcess(Protocol):
     async def wait(self) -> int | None:
         """Wait for it to end; its exit status (None: never started, or not known)."""
 
+    def describe_exit(self, code: int | None) -> str:
+        """How it ended, for a person (``killed by SIGKILL``, ``exit status 1``, …)."""
+
 
 class Launcher(Protocol):
     """Starts worker slots. ``start`` returns once the worker's channel is connected."""
@@ -74,6 +78,14 @@ class _ChildProcess:
 
     async def wait(self) -> int | None:
         return await self._proc.wait()
+
+    def describe_exit(self, code: int | None) -> str:
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
 
 
 class ProcessLauncher:

@@ -46,6 +46,8 @@ log = logging.getLogger("rolltap.serve.ray")
 _LOCAL_HOST = "127.0.0.1"
 #: how long a connecting actor has to present its ticket
 _HELLO_TIMEOUT_S = 30.0
+#: how long a killed actor's end is awaited before it is presumed lost
+_KILL_WAIT_S = 30.0
 
 
 class RayWorker:
@@ -69,6 +71,7 @@ class _ActorProcess:
     def __init__(self, actor: Any, call: asyncio.Future[Any]) -> None:
         self._actor, self._call = actor, call
         self.exit_detail: str | None = None
+        self._killed = False
 
     @property
     def pid(self) -> int | None:
@@ -81,11 +84,21 @@ class _ActorProcess:
     def kill(self) -> None:
         if self.alive:
             # Ray restarts the actor (max_restarts=-1); its next ``run`` is new work
+            self._killed = True
             ray.kill(self._actor, no_restart=False)
+
+    def describe_exit(self, code: int | None) -> str:
+        return self.exit_detail or f"actor returned {code}"
 
     async def wait(self) -> int | None:
         try:
-            return int(await asyncio.shield(self._call))
+            # an actor on an unreachable node (ActorUnavailableError) may never answer
+            # the kill: past a bound it is presumed lost, and its late writes are refused
+            async with asyncio.timeout(_KILL_WAIT_S if self._killed else None):
+                return int(await asyncio.shield(self._call))
+        except TimeoutError:
+            self.exit_detail = f"actor unreachable {_KILL_WAIT_S:g} s after its kill"
+            return None
         except RayActorError as err:
             self.exit_detail = f"actor died: {type(err).__name__}"
             return None

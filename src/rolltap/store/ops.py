@@ -263,9 +263,9 @@ class CommitOp(WriteOp):
         self.state.loaded = False
         if type(error) is StoreConflictError:
             # the rows it appends exist already (not a refusal of its own rewrite, like
-            # ForkDependencyError): someone else wrote the session since (a driver that ended it worker_lost
-            # while this writer was cut off): this writer's view of it is stale, and a
-            # reload would let its later commits mix into the other writer's history
+            # ForkDependencyError): someone else wrote the session since — a driver that
+            # ended it worker_lost while this writer was cut off. This writer's view is
+            # stale, and a reload would let its later commits mix into that history
             self.state.conflicted = True
 
 
