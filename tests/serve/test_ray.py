@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -218,3 +219,38 @@ async def test_ray_local_starts_a_cluster_for_the_run(sim: Simulator, tmp_path: 
     assert sorted(s.status for s in sessions) == ["completed"] * 6
     assert {s.worker_id for s in sessions} <= {"w0", "w1"}
     assert len({s.node_id for s in sessions}) == 1  # one machine, one node
+
+
+HARNESS_FILE = """
+from pathlib import Path
+
+from rolltap.rollouts.harness import HarnessResult
+
+
+async def reads_note(task, ctx):
+    # relative to the worker's working directory: the uploaded one, on every node
+    return HarnessResult(Path("note.txt").read_text())
+"""
+
+
+async def test_a_working_dir_reaches_every_worker(
+    sim: Simulator, tmp_path: Path, cluster: str
+) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "noteagent.py").write_text(HARNESS_FILE)
+    (code / "note.txt").write_text("the note")
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "p", "answer": "the note"}\n')
+    url = f"sqlite:///{tmp_path / 'wd.db'}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "noteagent:reads_note",
+        "--endpoint", sim.base_url, "--model", "sim-model", "--store", url, "--ray", cluster,
+        "--workers", "2", "--ray-working-dir", str(code), "-r", "4", "--json",
+        env=cli_env(), cwd=code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, err.decode()
+    summary = orjson.loads(out)
+    # without the upload the workers' cwd is Ray's: no note.txt there, every rollout an error
+    assert summary["statuses"] == {"completed": 4} and summary["reward"]["mean"] == 1.0

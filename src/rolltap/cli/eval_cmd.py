@@ -211,6 +211,10 @@ def eval_command(
     workers_per_node: Annotated[
         int | None, typer.Option(help="With --ray: K workers on every node \\[1]")
     ] = None,
+    ray_working_dir: Annotated[
+        str | None,
+        typer.Option(help="With --ray: upload this directory to every node (harness code)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
@@ -227,6 +231,7 @@ def eval_command(
         "otel": otel, "otel_content": otel_content or None,
         "store_unavailable_timeout_s": store_unavailable_timeout,
         "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
+        "ray_working_dir": ray_working_dir,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)

@@ -107,6 +107,10 @@ def serve(
     workers_per_node: Annotated[
         int | None, typer.Option(help="With --ray: K workers on every node (else --workers)")
     ] = None,
+    ray_working_dir: Annotated[
+        str | None,
+        typer.Option(help="With --ray: upload this directory to every node (harness code)"),
+    ] = None,
     store: Annotated[
         str | None, typer.Option(help="sqlite:///f.db, postgresql://…, mysql://… [ROLLTAP_STORE]")
     ] = None,
@@ -148,6 +152,7 @@ def serve(
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
         "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
+        "ray_working_dir": ray_working_dir,
         "store": store, "host": host, "port": port,
         "max_inflight": max_inflight, "drain_timeout_s": drain_timeout,
         "stats_interval_s": stats_interval, "heartbeat_timeout_s": heartbeat_timeout,

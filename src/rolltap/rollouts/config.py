@@ -12,7 +12,8 @@ rewards = ["prefix", "contains=0.5"]
 store_unavailable_timeout_s = 300   # the database may be away this long; then the run stops
 workers = 2                   # omitted: rollouts run in this process; N: N worker processes
 ray = "auto"                  # or "local", or a cluster address: workers are Ray actors
-                              # (workers_per_node = K instead of workers: K on every node)
+                              # (workers_per_node = K instead of workers: K on every node;
+                              # ray_working_dir = "." uploads a directory to every node)
 
 [endpoints.local]
 base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "http://h2:8000/v1"]
@@ -129,12 +130,17 @@ class RunConfig(BaseModel):
     workers: int | None = Field(default=None, gt=0)
     ray: str | None = Field(default=None, min_length=1)
     workers_per_node: int | None = Field(default=None, gt=0)
+    #: with ``ray``: a directory Ray uploads to every node as the workers' working
+    #: directory, so ``module:function`` harnesses in it import on every node
+    ray_working_dir: str | None = None
     #: how long a run's workers may take to start (and a Ray cluster to place them);
     #: also how long a run with work left waits for a lost worker to come back
     worker_start_timeout_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _check_placement(self) -> RunConfig:
+        if self.ray_working_dir is not None and self.ray is None:
+            raise ValueError("ray_working_dir is uploaded to Ray nodes: give ray too")
         if self.workers_per_node is not None and self.ray is None:
             raise ValueError("workers_per_node places Ray actors: give ray too")
         if self.workers_per_node is not None and self.workers is not None:

@@ -82,6 +82,9 @@ class ServeConfig(BaseModel):
     #: every node (placed with a SPREAD placement group within ``start_timeout_s``)
     ray: str | None = Field(default=None, min_length=1)
     workers_per_node: int | None = Field(default=None, gt=0)
+    #: with ``ray``: a directory uploaded to every node as the workers' working directory
+    #: (their ``module:function`` harnesses import from it)
+    ray_working_dir: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     token: str | None = Field(default=None, repr=False)
@@ -117,6 +120,8 @@ class ServeConfig(BaseModel):
     def _check_placement(self) -> ServeConfig:
         if self.workers_per_node is not None and self.ray is None:
             raise ValueError("workers_per_node places Ray actors: give ray too")
+        if self.ray_working_dir is not None and self.ray is None:
+            raise ValueError("ray_working_dir is uploaded to Ray nodes: give ray too")
         return self
 
     @model_validator(mode="after")

@@ -153,6 +153,7 @@ class _Driver:
         settings = self.hooks.gateway_settings
         return ServeConfig.build({
             "workers": workers, "ray": config.ray, "workers_per_node": per_node,
+            "ray_working_dir": config.ray_working_dir,
             "endpoints": [endpoint], "store": config.store, "max_inflight": per_worker,
             "max_rollout_s": config.limits.timeout_s or _NO_TIMEOUT_S,
             "lease_ttl_s": config.lease_ttl_s, "otel": config.otel,

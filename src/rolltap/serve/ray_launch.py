@@ -114,7 +114,8 @@ class RayLauncher:
     ``auto`` joins the running one, anything else is a cluster address. ``workers``
     slots in all, or ``workers_per_node`` on each alive node; each reserves
     ``cpus_per_worker`` logical CPUs. ``place_timeout_s`` bounds how long the cluster
-    may take to find room for every slot (then ``cluster_unavailable``).
+    may take to find room for every slot (then ``cluster_unavailable``). ``working_dir``
+    (Ray's runtime_env) is uploaded to every node: harness modules in it import there.
     """
 
     kind = "ray"
@@ -127,8 +128,10 @@ class RayLauncher:
         workers_per_node: int | None = None,
         cpus_per_worker: float = 1.0,
         place_timeout_s: float = 120.0,
+        working_dir: str | None = None,
     ) -> None:
         self.address = address
+        self._working_dir = working_dir
         self.workers = workers
         self._per_node, self._cpus = workers_per_node, cpus_per_worker
         self._place_timeout_s = place_timeout_s
@@ -161,8 +164,11 @@ class RayLauncher:
     def _connect(self) -> None:
         if ray.is_initialized():
             return  # the caller's own connection (a trainer's driver) is used as it is
-        # the workers import what the driver can (harnesses by module:function)
-        env = {"env_vars": {"PYTHONPATH": worker_env()["PYTHONPATH"]}}
+        # the workers import what the driver can (harnesses by module:function); a
+        # working directory is uploaded to every node and is the actors' cwd and path
+        env: dict[str, Any] = {"env_vars": {"PYTHONPATH": worker_env()["PYTHONPATH"]}}
+        if self._working_dir is not None:
+            env["working_dir"] = self._working_dir
         options: dict[str, Any] = {
             "include_dashboard": False, "log_to_driver": False, "runtime_env": env,
             # (Ray's own notes, e.g. that it leaves SIGTERM to us, are not the user's business)

@@ -127,6 +127,7 @@ class Supervisor:
             self.config.ray, workers=self.config.workers,
             workers_per_node=self.config.workers_per_node,
             place_timeout_s=self.config.start_timeout_s,
+            working_dir=self.config.ray_working_dir,
         )  # fmt: skip
         ray_launcher = await self._stack.enter_async_context(launcher)
         return ray_launcher, ray_launcher.workers
