@@ -8,6 +8,7 @@ loopback only (tests/conftest.py keeps Ray's addresses on 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import sys
@@ -22,8 +23,9 @@ import pytest
 from clikit import arolltap, cli_env
 from rolltap.errors import ClusterError
 from rolltap.rollouts import Hooks, RolloutResult
+from rolltap.rollouts.api import Stoppable
 from rolltap.serve import ServeClient
-from rolltap.serve.driver import run_eval
+from rolltap.serve.driver import EvalDriver, run_eval
 from rolltap.sim import Simulator
 from rolltap.store import Store
 from serve.conftest import upgraded_database
@@ -49,15 +51,6 @@ def cluster() -> Iterator[str]:
         yield made.address
     finally:
         made.shutdown()
-
-
-def actor_processes() -> list[psutil.Process]:
-    """The worker actors' processes (Ray titles them ``ray::RayWorker…``)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if any("RayWorker" in part for part in proc.info["cmdline"] or ()):
-            found.append(proc)
-    return found
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -98,16 +91,23 @@ async def test_kill_9_of_an_actor_costs_only_its_rollouts(
     gate = sim.gate("g")
     landed: list[RolloutResult] = []
     lost = asyncio.Event()
+    drivers: list[EvalDriver] = []
 
     def on_result(res: RolloutResult) -> None:
         landed.append(res)
         if sum(r.status == "worker_lost" for r in landed) == 3:
             lost.set()
 
+    def on_runner(driver: Stoppable) -> None:
+        assert isinstance(driver, EvalDriver)
+        drivers.append(driver)
+
     async def kill_one_then_open() -> None:
         await sim.wait_for(lambda _: gate.held == 6, timeout=120)
-        (victim, _) = actor_processes()
-        victim.kill()
+        # the actor's own process, as its worker reported it (a kill -9 of it)
+        pid = drivers[0].workers()[0]["pid"]
+        assert pid is not None and "RayWorker" in " ".join(psutil.Process(pid).cmdline())
+        os.kill(pid, signal.SIGKILL)
         await asyncio.wait_for(lost.wait(), 120)
         # Ray restarts the actor; it takes the next rollouts while the other is full
         await sim.wait_for(lambda _: gate.held == 6, timeout=120)
@@ -115,7 +115,7 @@ async def test_kill_9_of_an_actor_costs_only_its_rollouts(
 
     async with asyncio.TaskGroup() as group:
         group.create_task(kill_one_then_open())
-        result = await run_eval(config, hooks=Hooks(on_result=on_result))
+        result = await run_eval(config, hooks=Hooks(on_result=on_result, on_runner=on_runner))
     assert result.summary["statuses"] == {"completed": 9, "worker_lost": 3}
     restarted = [w for w in result.workers if w["generation"] == 1]
     assert len(restarted) == 1 and restarted[0]["finished"] >= 3

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rolltap.config import EndpointConfig
-from rolltap.errors import ConfigError, ServiceFullError, WorkersLostError
+from rolltap.errors import ConfigError, RolltapError, ServiceFullError, WorkersLostError
 from rolltap.otel import otel_enabled
 from rolltap.rollouts.api import (
     LOCAL_SAMPLING,
@@ -48,9 +48,9 @@ from rolltap.serve.config import ServeConfig
 from rolltap.serve.fleet import Fleet
 from rolltap.serve.protocol import RolloutSpec
 from rolltap.serve.supervisor import Supervisor
-from rolltap.store import StoreUnavailableError
+from rolltap.store import StoreFullError, StoreUnavailableError
 
-__all__ = ["resume_eval", "run_eval"]
+__all__ = ["EvalDriver", "resume_eval", "run_eval"]
 
 log = logging.getLogger("rolltap.serve.driver")
 
@@ -66,7 +66,7 @@ async def run_eval(
     processes, or on Ray (``ray``); the library behind ``rolltap eval``."""
     if not config.distributed:
         return await execute(config, resume_run=resume_run, hooks=hooks)
-    return await _Driver(config, hooks or Hooks()).run(resume_run)
+    return await EvalDriver(config, hooks or Hooks()).run(resume_run)
 
 
 async def resume_eval(
@@ -92,7 +92,10 @@ def _spec(config: RunConfig, item: WorkItem, sampling: dict[str, Any]) -> Rollou
     )  # fmt: skip
 
 
-class _Driver:
+class EvalDriver:
+    """Feeds one run's rollouts to a supervisor's workers (see the module docstring); a
+    front end gets it through ``Hooks.on_runner`` (``stop()``, ``workers()``)."""
+
     def __init__(self, config: RunConfig, hooks: Hooks) -> None:
         self.config, self.hooks = config, hooks
         self.stopping = False
@@ -104,6 +107,12 @@ class _Driver:
         self._t0 = time.monotonic()
         #: results as they land; ``None``: the workers changed, look for room again
         self._landed: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Each worker slot now: index, node, pid, state, load, latest heartbeat."""
+        if self._supervisor is None:
+            return []
+        return [h.describe() for h in self._supervisor.fleet.slots if h is not None]
 
     def stop(self) -> None:
         """Submit nothing more and cancel the rollouts in flight (they end ``cancelled``)."""
@@ -134,7 +143,7 @@ class _Driver:
                     self.hooks.on_plan(run_id, len(items))
                 specs = deque(_spec(config, item, sampling) for item in items)
                 await self._feed(supervisor, run_id, specs)
-                workers = [h.describe() for h in supervisor.fleet.slots if h is not None]
+                workers = self.workers()
                 everything = earlier + self.results
                 summary = summarize(everything, r=config.r)
                 if not self.stopping and not specs:
@@ -182,26 +191,28 @@ class _Driver:
     async def _feed(self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]) -> None:
         """Submit as room frees up — a result landed, a worker (re)joined — until every
         rollout has a result, or the run stops."""
-        lost: WorkersLostError | None = None
+        failure: RolltapError | None = None
         async with asyncio.TaskGroup() as group:
-            watcher = group.create_task(self._watch_fleet(supervisor))
-            while (specs and not self.stopping) or self._inflight:
-                if specs and not self.stopping:
-                    batch = await self._submit(supervisor, run_id, specs)
-                    if batch is not None:
-                        group.create_task(self._collect(batch))
-                if self._inflight == 0:
+            helpers = [group.create_task(self._watch_fleet(supervisor))]
+            try:
+                while (specs and not self.stopping) or self._inflight:
                     if specs and not self.stopping:
-                        lost = await self._await_workers(supervisor)
-                        if lost is not None:
-                            break
-                    continue
-                message = await self._landed.get()
-                if message is not None:
-                    self._land(message)
-            watcher.cancel()
-        if lost is not None:  # raised here, not as a task group's exception group
-            raise lost
+                        batch = await self._submit(supervisor, run_id, specs)
+                        if batch is not None:
+                            helpers.append(group.create_task(self._collect(batch)))
+                    if self._inflight == 0:
+                        if specs and not self.stopping:
+                            await self._await_workers(supervisor)
+                        continue
+                    message = await self._landed.get()
+                    if message is not None:
+                        self._land(message)
+            except RolltapError as err:
+                failure = err  # what is in flight is cancelled when the supervisor closes
+            for task in helpers:
+                task.cancel()
+        if failure is not None:  # raised here, not inside a task group's exception group
+            raise failure
 
     async def _watch_fleet(self, supervisor: Supervisor) -> None:
         """Wake the feeder whenever the number of ready workers changes."""
@@ -220,8 +231,8 @@ class _Driver:
         chosen = [specs.popleft() for _ in range(room)]
         try:
             batch = await supervisor.submit(chosen, run_id=run_id)
-        except (ServiceFullError, StoreUnavailableError) as err:
-            # a worker was lost between counting and placing, or the store is away:
+        except (ServiceFullError, StoreUnavailableError, StoreFullError) as err:
+            # a worker was lost between counting and placing, or the store is away or full:
             # they go back to the front and are offered again after the next result
             specs.extendleft(reversed(chosen))
             log.info("holding %d rollouts back: %s", len(chosen), err.message)
@@ -247,16 +258,15 @@ class _Driver:
         if self.hooks.on_result is not None:
             self.hooks.on_result(result)
 
-    async def _await_workers(self, supervisor: Supervisor) -> WorkersLostError | None:
-        """Work is left and nothing runs: wait for a worker; the error if none comes."""
+    async def _await_workers(self, supervisor: Supervisor) -> None:
+        """Work is left and nothing runs: wait for a worker; ``workers_lost`` if none comes."""
         limit = supervisor.config.start_timeout_s
         try:
             async with asyncio.timeout(limit):
                 await supervisor.fleet.wait_until(lambda fleet: bool(fleet.ready()))
         except TimeoutError:
-            return WorkersLostError(
+            raise WorkersLostError(
                 f"no worker has been ready for {limit:g} s (lost: "
                 f"{supervisor.fleet.lost}, restarts: {supervisor.fleet.restarts}); "
                 "the run stops: finish it with rolltap eval --resume"
-            )
-        return None
+            ) from None
