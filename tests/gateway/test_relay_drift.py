@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import anthropic
 import pytest
 
 from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register
@@ -135,3 +136,26 @@ async def test_without_capture_nothing_is_checked(http: aiohttp.ClientSession) -
     records, _, counts = await _conversation(config, http, stream=False, capture=False)
     assert records == [None, None]
     assert counts == (0, "rolltap_token_drift_total 0.0")
+
+
+async def test_a_translated_conversation_is_checked_too(http: aiohttp.ClientSession) -> None:
+    """An Anthropic harness in front of the chat upstream: the server's ids are checked
+    the same way, the conversation index read in the harness's dialect."""
+    async with Simulator(SimConfig(seed=7, retokenize_history=True)) as sim:
+        endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model", capture_tokens=True)
+        async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
+            rollout = await register(http, gateway)
+            messages: list[Any] = [{"role": "user", "content": "hello"}]
+            async with anthropic.AsyncAnthropic(
+                base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"], max_retries=0
+            ) as client:
+                for follow_up in ("go on", "more"):
+                    reply = await client.messages.create(
+                        model="m", max_tokens=64, messages=messages
+                    )
+                    text = "".join(b.text for b in reply.content if b.type == "text")
+                    messages += [{"role": "assistant", "content": text},
+                                 {"role": "user", "content": follow_up}]  # fmt: skip
+            evs = await events(http, gateway, rollout["id"])
+    records = [e["payload"]["tokens"] for e in evs if e["kind"] == "model_response"]
+    _expect_drift(records, len(VOCAB.encode(FIRST)), "retokenized")
