@@ -25,11 +25,12 @@ FIRST = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
 
 async def _conversation(
     sim_config: SimConfig, http: aiohttp.ClientSession, *, stream: bool,
-    rewrite: bool = False, capture: bool = True,
+    rewrite: bool = False, capture: bool = True, send_reasoning: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str], tuple[int, str]]:  # fmt: skip
-    """Two turns (the second resends the first's answer, without its reasoning; with
-    ``rewrite``, its first message edited): the response events' token records, the
-    answers' texts, and the gateway's drift counts (``/stats``, ``/metrics``)."""
+    """Two turns (the second resends the first's answer, without its reasoning unless
+    ``send_reasoning``; with ``rewrite``, its first message edited): the response events'
+    token records, the answers' texts, and the gateway's drift counts (``/stats``,
+    ``/metrics``)."""
     async with Simulator(sim_config) as sim:
         endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model", capture_tokens=capture)
         async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
@@ -38,9 +39,13 @@ async def _conversation(
             texts: list[str] = []
             async with openai_client(rollout) as client:
                 for follow_up in ("go on", "more"):
-                    texts.append(await _ask(client, messages, stream=stream))
-                    messages += [{"role": "assistant", "content": texts[-1]},
-                                 {"role": "user", "content": follow_up}]  # fmt: skip
+                    text, thought = await _ask(client, messages, stream=stream)
+                    texts.append(text)
+                    answer = {"role": "assistant", "content": text}
+                    if send_reasoning:
+                        assert thought
+                        answer["reasoning_content"] = thought
+                    messages += [answer, {"role": "user", "content": follow_up}]
                     if rewrite:
                         messages[0] = {"role": "user", "content": "bye"}
             evs = await events(http, gateway, rollout["id"])
@@ -49,12 +54,16 @@ async def _conversation(
     return records, texts, counts
 
 
-async def _ask(client: Any, messages: list[Any], *, stream: bool) -> str:
+async def _ask(client: Any, messages: list[Any], *, stream: bool) -> tuple[str, str]:
+    """The answer's text and its reasoning (vLLM's ``reasoning_content``; "" without)."""
     if not stream:
         reply = await client.chat.completions.create(model="m", messages=messages)
-        return str(reply.choices[0].message.content)
+        message = reply.choices[0].message
+        return str(message.content), str(getattr(message, "reasoning_content", None) or "")
     chunks = await client.chat.completions.create(model="m", messages=messages, stream=True)
-    return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+    deltas = [c.choices[0].delta async for c in chunks if c.choices]
+    thought = "".join(getattr(d, "reasoning_content", None) or "" for d in deltas)
+    return "".join(d.content or "" for d in deltas), thought
 
 
 async def _drift_counts(http: aiohttp.ClientSession, gateway: Gateway) -> tuple[int, str]:
@@ -121,6 +130,27 @@ async def test_a_template_that_drops_reasoning_drifts_where_the_thought_was(
     _expect_drift(records, at, "reasoning_dropped")
     assert records[0]["completion_ids"][0] == VOCAB.id_of("<think>")
     assert counts == (1, "rolltap_token_drift_total 1.0")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reasoning_sent_back_but_not_rendered_is_dropped_reasoning(
+    stream: bool, http: aiohttp.ClientSession
+) -> None:
+    """The harness resends the thought (``reasoning_content``); the template renders none
+    of it: the prompt goes on with the answer's ids where the thought's were."""
+    config = SimConfig(seed=7, reasoning_tokens=3)
+    records, _, _ = await _conversation(config, http, stream=stream, send_reasoning=True)
+    _expect_drift(records, len(VOCAB.encode(FIRST)), "reasoning_dropped")
+
+
+async def test_reasoning_sent_back_and_the_answer_retokenized_is_retokenized(
+    http: aiohttp.ClientSession,
+) -> None:
+    """The same, and the answer spelled in other ids: its end does not line up, so the
+    ids read as re-tokenized (the messages extend)."""
+    config = SimConfig(seed=7, reasoning_tokens=3, retokenize_history=True)
+    records, _, _ = await _conversation(config, http, stream=False, send_reasoning=True)
+    _expect_drift(records, len(VOCAB.encode(FIRST)), "retokenized")
 
 
 async def test_a_harness_that_rewrites_history_drifts_where_it_edited(

@@ -8,16 +8,17 @@ exactly as the token client does (docs/events.md, "Token drift"). Each call is c
 against the state its request was sent from (:meth:`RelayTurns.begin`): an overlapping
 call of the rollout may record its own sample meanwhile.
 
-There is no local tokenizer to decode the ids, so the reason comes from the messages:
+There is no local tokenizer to decode the ids, so the reason comes from the messages and
+from where the ids line up again:
 
 * ``history_rewritten``: the gateway's conversation index says this call does not extend
   the conversation of the turn it is checked against (an edited, dropped or reordered
   earlier message);
 * ``reasoning_dropped``: the drift lies in a completion that carried reasoning, and that
-  reasoning is not in the new request's messages (the harness left it out);
-* ``retokenized``: the messages extend, so the same text was tokenized to other ids, or
-  the server's template dropped reasoning the harness did send back (the two cannot be
-  told apart without decoding the ids).
+  reasoning is not in the new request's messages (the harness left it out), or the new
+  prompt goes on with that completion's last ids sooner than it did (the template dropped
+  the reasoning the harness sent back: ids before the end are gone);
+* ``retokenized``: else, the messages extending: the same text in other ids.
 
 The check is one compare of the history's ids in C (:meth:`TurnHistory.check`); the
 messages are serialized only when a turn has drifted.
@@ -31,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from rolltap.tokens.drift import Drift, DriftReason, TurnHistory
+from rolltap.tokens.drift import Drift, DriftReason, ReasoningSpan, TurnHistory
 
 __all__ = ["RelayTurns", "TurnCheck"]
 
@@ -68,7 +69,7 @@ class TurnCheck:
         prompt, completion = tokens["prompt_ids"], tokens["completion_ids"]
         drift = self.history.check(prompt)
         if drift is not None:
-            reason = self._reason(drift, prefix, conversation)
+            reason = self._reason(drift, prompt, prefix, conversation)
             tokens["drift"] = drift.with_reason(reason).to_record()
         reasoning = recorded.get("reasoning")
         # kept JSON-escaped: looked for in the messages' JSON (only after a drift)
@@ -76,13 +77,48 @@ class TurnCheck:
         self.turns.history.sampled(prompt, completion, reasoning=texts)
         self.turns.messages = len(conversation)
 
-    def _reason(self, drift: Drift, prefix: int, conversation: Sequence[Any]) -> DriftReason:
+    def _reason(
+        self, drift: Drift, got: Sequence[int], prefix: int, conversation: Sequence[Any]
+    ) -> DriftReason:
         if prefix < self.messages:
             return "history_rewritten"
         span = self.history.span_at(drift.at)
-        if span is not None and span.missing_from(_json(conversation)):
+        if span is not None and (
+            span.missing_from(_json(conversation))
+            or _skipped(self.history.expected, got, span, drift.at)
+        ):
             return "reasoning_dropped"
         return "retokenized"
+
+
+#: ids of a completion's end looked for in a prompt that parted from it
+_TAIL = 8
+#: fewer ids skipped than this read as a re-tokenization (a merge here or there)
+_MIN_SKIPPED = 4
+
+
+def _skipped(expected: Sequence[int], got: Sequence[int], span: ReasoningSpan, at: int) -> bool:
+    """Whether ``got``, which parts from ``expected`` at ``at`` inside the sampled
+    completion ``span``, goes on with that completion's last ids at least
+    :data:`_MIN_SKIPPED` ids sooner than the completion did: ids before its end are gone
+    (a template dropped reasoning the harness sent back), where the same text in other ids
+    would not line its end up. Only after a drift; O(completion)."""
+    k = min(_TAIL, span.end - at - 1)
+    if k < 2:
+        return False
+    tail = list(expected[span.end - k : span.end])
+    ids = got if isinstance(got, list) else list(got)
+    last = span.end - k - _MIN_SKIPPED  # the latest start that skips enough
+    q = at
+    while q <= last:
+        try:
+            q = ids.index(tail[0], q, last + 1)
+        except ValueError:
+            return False
+        if ids[q : q + k] == tail:
+            return True
+        q += 1
+    return False
 
 
 def _json(conversation: Sequence[Any]) -> str:
