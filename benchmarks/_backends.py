@@ -146,7 +146,7 @@ def measure_backends(
         samples = asyncio.run(_rounds(
             gateways, rounds=rounds, rollouts=rollouts, turns=turns, concurrency=concurrency
         ))  # fmt: skip
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, values in samples.items():
         rate = statistics.median(v[0] for v in values)
         cpu = statistics.median(v[1] for v in values)
