@@ -35,6 +35,12 @@ of the same ids (goal ≤ 0.5×; benchmarks/_drift_cost.py).
     python benchmarks/tokens.py            # C = 512, 2048; 3 s per call (minutes)
     python benchmarks/tokens.py --quick    # C = 32, 128; 0.5 s per call
     python benchmarks/tokens.py --drift    # the drift check's cost only (seconds)
+    python benchmarks/tokens.py --backends # per backend: calls/s, CPU per call (a minute)
+
+``--backends``: the relay, the relay with ``capture_tokens`` and the token client on each
+completions API (vllm, llamacpp, vllm-generate, sglang), all against one simulator:
+calls/s through the gateway and the gateway's CPU per call, relative to the plain relay in
+the same run (benchmarks/_backends.py).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _backends import measure_backends, print_backends
 from _drift_cost import drift_cost, print_drift_cost
 from _plots import pyplot
 from _procs import free_port
@@ -215,7 +222,15 @@ def main() -> None:
     parser.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
     parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/tokens.png"))
     parser.add_argument("--drift", action="store_true", help="the drift check's cost only")
+    parser.add_argument("--backends", action="store_true", help="per backend, against the relay")
+    parser.add_argument("--rounds", type=int, default=5, help="--backends: rounds")
+    parser.add_argument("--rollouts", type=int, default=64, help="--backends: per round")
     args = parser.parse_args()
+    if args.backends:
+        turns = 4
+        rows = measure_backends(rounds=args.rounds, rollouts=args.rollouts, turns=turns)
+        print_backends(rows, calls=args.rollouts * turns, rounds=args.rounds)
+        return
     drift = drift_cost()
     if args.drift:
         print_drift_cost(drift)

@@ -21,8 +21,11 @@ that asked for logprobs (or for the ids) keeps them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rolltap.clients.relay_drift import TurnCheck
 
 __all__ = [
     "SERVER_RENDER", "ServerCapture", "capture_rewrites", "captured_fields", "server_tokens",
@@ -40,10 +43,11 @@ def captured_fields(tokens: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def capture_rewrites(
-    body: dict[str, Any], *, logprobs: bool
+    body: dict[str, Any], *, logprobs: bool, turn: TurnCheck | None = None
 ) -> tuple[list[dict[str, Any]], ServerCapture]:
     """Ask for the ids (and ``logprobs``) in ``body`` (a chat request, rewritten in place):
-    the rewrites made, and the capture that undoes them on the answer."""
+    the rewrites made, and the capture that undoes them on the answer (and checks its
+    prompt ids for drift with ``turn``)."""
     rewrites: list[dict[str, Any]] = []
     asked_ids = body.get("return_token_ids") is True
     if not asked_ids:
@@ -54,7 +58,9 @@ def capture_rewrites(
     if logprobs and not asked_logprobs:
         rewrites.append({"field": "logprobs", "from": body.get("logprobs"), "to": True})
         body["logprobs"] = True
-    capture = ServerCapture(strip_ids=not asked_ids, strip_logprobs=logprobs and not asked_logprobs)
+    capture = ServerCapture(
+        strip_ids=not asked_ids, strip_logprobs=logprobs and not asked_logprobs, turn=turn
+    )
     return rewrites, capture
 
 
@@ -100,6 +106,15 @@ class ServerCapture:
     prompt_ids: Any = None
     completion_ids: list[Any] = field(default_factory=list)
     logprobs: list[Any] = field(default_factory=list)
+    #: the rollout's drift check for this call (:mod:`rolltap.clients.relay_drift`)
+    turn: TurnCheck | None = None
+
+    def settle(self, recorded: dict[str, Any], *, prefix: int, conversation: Sequence[Any]) -> None:
+        """The answer is recorded as ``recorded``: its prompt ids checked for drift
+        (``tokens.drift`` added in place) and the turn remembered for the next one
+        (:meth:`~rolltap.clients.relay_drift.TurnCheck.settle`)."""
+        if self.turn is not None:
+            self.turn.settle(recorded, prefix=prefix, conversation=conversation)
 
     def take_body(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
         """A whole chat answer: its ``tokens`` record (choice 0's), and whether ``body``

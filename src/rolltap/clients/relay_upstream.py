@@ -18,7 +18,9 @@ dialect:
   always recorded;
 - with the endpoint's ``capture_tokens`` (a chat upstream), ``return_token_ids`` (and
   ``logprobs`` with ``capture_logprobs``), taken back out of the answer the harness gets
-  (:mod:`rolltap.clients.capture`): the one change to an answer on pass-through.
+  (:mod:`rolltap.clients.capture`): the one change to an answer on pass-through. The
+  server's prompt ids are then checked for drift from the rollout's previous turn
+  (:mod:`rolltap.clients.relay_drift`).
 
 Every rewrite is returned as ``{"field", "from", "to"}`` for the request event.
 
@@ -39,6 +41,7 @@ import orjson
 
 from rolltap.clients.capture import ServerCapture, capture_rewrites, captured_fields
 from rolltap.clients.relay import RelayClient, relayed_headers
+from rolltap.clients.relay_drift import RelayTurns
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.registry import get_dialect
@@ -59,7 +62,7 @@ class RelayRequest(UpstreamRequest):
 class RelayUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` over a shared :class:`RelayClient`."""
 
-    __slots__ = ("capture", "capture_logprobs", "client", "dialect", "model", "name")
+    __slots__ = ("capture", "capture_logprobs", "client", "dialect", "model", "name", "turns")
 
     def __init__(self, endpoint: EndpointConfig, client: RelayClient) -> None:
         self.client, self.model = client, endpoint.model
@@ -67,6 +70,8 @@ class RelayUpstream:
         self.name: str = self.dialect.name
         # the endpoint's validation allows it on a chat upstream only
         self.capture, self.capture_logprobs = endpoint.capture_tokens, endpoint.capture_logprobs
+        #: the rollout's captured turns, for the drift check (none without capture)
+        self.turns = RelayTurns() if self.capture else None
 
     async def rewrite(self, call: ModelRequest) -> RelayRequest:
         """The harness's body itself on pass-through (rewritten in place), else its
@@ -76,9 +81,11 @@ class RelayUpstream:
         else:
             body = self.dialect.from_canonical(call.dialect.to_canonical(call.body))
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling)
-        if not self.capture:
+        if self.turns is None:
             return RelayRequest(call, body, rewrites)
-        more, capture = capture_rewrites(body, logprobs=self.capture_logprobs)
+        more, capture = capture_rewrites(
+            body, logprobs=self.capture_logprobs, turn=self.turns.begin()
+        )
         return RelayRequest(call, body, rewrites + more, capture=capture)
 
     @asynccontextmanager

@@ -83,8 +83,8 @@ class ModelCall:
 
     __slots__ = (
         "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
-        "intercept", "keepalive_s", "lookup", "outcome", "replica", "reply_dialect", "request",
-        "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
+        "intercept", "keepalive_s", "lookup", "outcome", "prefix", "replica", "reply_dialect",
+        "request", "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
         "upstream_name",
     )  # fmt: skip
 
@@ -98,6 +98,8 @@ class ModelCall:
         self.lookup, self.outcome = lookup, Outcome(intercept.id)
         #: what the rollout's conversations knew of the body when it was validated
         self.found = found
+        #: leading messages of the body the rollout sent before (the index's match)
+        self.prefix = 0
         #: the ``model_response`` payload once recorded; the answer in the canonical model
         #: when delivery made it, and the dialect of the reply (to make it later if needed)
         self.answered: dict[str, Any] | None = None
@@ -139,6 +141,9 @@ class ModelCall:
         async with slot, self.upstream.call(sent) as reply:
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
+            if reply.capture is not None:  # the server's ids: checked for drift
+                conversation = conversation_of(self.harness.name, self.body)
+                reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
             self.record_response(reply.status, recorded)
         return await self.finish(response)
 
@@ -277,6 +282,7 @@ class ModelCall:
         if found is None:
             found = conversations.find(conversation_of(self.harness.name, self.body))
         match = conversations.remember(found, self.harness.name)
+        self.prefix = match.length
         self.found = None  # its dump is the history's size: not kept through the call
         key = CONVERSATION_KEYS[self.harness.name]
         self.rollout.log.append(

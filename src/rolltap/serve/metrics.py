@@ -1,6 +1,9 @@
 """Prometheus exposition of the service: totals, and each worker's latest heartbeat.
 
-Read only when scraped, from :meth:`Supervisor.status`, in a private registry.
+Read only when scraped, from :meth:`Supervisor.status`, in a private registry. Counts a
+worker's gateway keeps (its heartbeat's ``totals``) are summed over the workers under the
+gateway's own metric names (``rolltap_token_drift_total``); a restarted worker's count
+starts again from 0 (a counter reset, as Prometheus's ``rate`` expects of one).
 """
 
 from __future__ import annotations
@@ -51,6 +54,21 @@ def _worker_metrics(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
     yield pool
 
 
+#: gateway totals summed over the workers: heartbeat ``totals`` key → (metric, help)
+_GATEWAY_TOTALS: dict[str, tuple[str, str]] = {
+    "token_drift": (
+        "rolltap_token_drift",
+        "answered calls whose prompt ids did not extend the previous turn's (tokens.drift)",
+    ),
+}
+
+
+def _gateway_totals(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
+    for key, (name, text) in _GATEWAY_TOTALS.items():
+        counts = ((w["stats"].get("totals") or {}).get(key) for w in workers)
+        yield CounterMetricFamily(name, text, sum(c for c in counts if isinstance(c, int)))
+
+
 def _store_metrics(store: Mapping[str, Any]) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "rolltap_serve_store_available",
@@ -94,6 +112,7 @@ class _StatusCollector(Collector):
         yield results
         yield from _store_metrics(status["store"])
         yield from _worker_metrics(status["workers"])
+        yield from _gateway_totals(status["workers"])
 
 
 def render_metrics(status: Callable[[], Mapping[str, Any]]) -> bytes:

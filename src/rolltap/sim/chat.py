@@ -232,7 +232,9 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     prompt = prompt_for(body, config)
     answer = answer_for(prompt, config)
     thought = reasoning_of(answer, config)
-    ids = chat_ids(prompt, answer, thought) if body.get("return_token_ids") is True else None
+    ids = None
+    if body.get("return_token_ids") is True:
+        ids = chat_ids(prompt, answer, thought, retokenize=config.retokenize_history)
     if not answer.stream:
         return Plan.whole(_body(answer, ids, thought), tokens=len(answer.tokens))
     options = body.get("stream_options")

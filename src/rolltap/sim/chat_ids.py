@@ -15,7 +15,12 @@ sequence, its bytes), a tool call as Hermes writes one (``<tool_call>\\n{"name":
 **Reasoning.** With :attr:`SimConfig.reasoning_tokens`, the answer opens with that many
 words of thought, handed out as vLLM's reasoning parser does: ``message.reasoning_content``
 (in a stream, ``delta.reasoning_content`` chunks before the answer's), their ids
-``<think>\n…\n</think>\n\n`` first among the sampled ids.
+``<think>\n…\n</think>\n\n`` first among the sampled ids. As Qwen3's template, the
+prompt's history drops earlier turns' thought (only the answer's text is rendered), so a
+reasoning model's next prompt does not extend what it sampled.
+
+**Re-tokenization.** With :attr:`SimConfig.retokenize_history`, each earlier assistant
+turn of the prompt is spelled in byte tokens: the same text, other ids than were sampled.
 """
 
 from __future__ import annotations
@@ -62,9 +67,13 @@ def reasoning_of(answer: Answer, config: SimConfig) -> tuple[str, ...]:
     return tuple(w if i == 0 else " " + w for i, w in enumerate(words))
 
 
-def chat_ids(prompt: Prompt, answer: Answer, thought: tuple[str, ...] = ()) -> ChatIds:
-    """The prompt's and the answer's ids (``thought``: its reasoning's words)."""
-    prompt_ids = array("H", conversation_tokens(prompt, answer).prompt).tolist()
+def chat_ids(
+    prompt: Prompt, answer: Answer, thought: tuple[str, ...] = (), *, retokenize: bool = False
+) -> ChatIds:
+    """The prompt's and the answer's ids (``thought``: its reasoning's words; ``retokenize``:
+    earlier assistant turns spelled in byte tokens, :attr:`SimConfig.retokenize_history`)."""
+    rendered = conversation_tokens(prompt, answer, spell_assistant=retokenize).prompt
+    prompt_ids = array("H", rendered).tolist()
     thinking = VOCAB.encode("<think>\n" + "".join(thought) + "\n</think>\n\n") if thought else []
     if answer.tool_name is not None:
         call = {"name": answer.tool_name, "arguments": orjson.loads(answer.tool_args or "{}")}

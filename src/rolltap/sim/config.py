@@ -152,6 +152,10 @@ class SimConfig(BaseModel):
     #: the token routes open each completion with this many words of reasoning in
     #: ``<think>\n…\n</think>\n\n`` (a reasoning model's output); 0: none
     reasoning_tokens: int = Field(default=0, ge=0)
+    #: the chat route's ``prompt_token_ids`` spell each earlier assistant turn byte by byte
+    #: (the same text, other ids than were sampled for it: a server that re-tokenizes its
+    #: history), for drift tests; False: the ids a turn was sampled as
+    retokenize_history: bool = False
     #: whether ``POST /tokenize`` is served (vLLM's and llama.cpp's shapes); False: 404, as
     #: on a server without it
     tokenize: bool = True

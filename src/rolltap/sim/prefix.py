@@ -115,27 +115,36 @@ class _TurnIds:
 _turn_ids = _TurnIds(_TURNS_BYTES)
 
 
-_GENERATION_PROMPT = token_bytes(VOCAB.encode("<|im_start|>assistant\n"))
+_GENERATION_PROMPT = _ASSISTANT = token_bytes(VOCAB.encode("<|im_start|>assistant\n"))
+_END = token_bytes(VOCAB.encode("<|im_end|>\n"))
 
 
-def conversation_tokens(prompt: Prompt, answer: Answer) -> PromptTokens:
+def conversation_tokens(
+    prompt: Prompt, answer: Answer, *, spell_assistant: bool = False
+) -> PromptTokens:
     """A conversation request's tokens: its turns and the generation prompt, then the text
-    answer as ``TEXT<|im_end|>`` (nothing for a tool call)."""
+    answer as ``TEXT<|im_end|>`` (nothing for a tool call). ``spell_assistant``: see
+    :func:`conversation_ids`."""
     generated = b""
     if answer.tool_name is None:
         generated = token_bytes(VOCAB.encode(answer.text + "<|im_end|>"))
-    return PromptTokens(conversation_ids(prompt) + _GENERATION_PROMPT, generated)
+    ids = conversation_ids(prompt, spell_assistant=spell_assistant)
+    return PromptTokens(ids + _GENERATION_PROMPT, generated)
 
 
-def conversation_ids(prompt: Prompt) -> TokenBytes:
+def conversation_ids(prompt: Prompt, *, spell_assistant: bool = False) -> TokenBytes:
     """A conversation route's prompt in the simulator's tokens (turn by turn, so a longer
-    history keeps the ids of the turns it repeats)."""
+    history keeps the ids of the turns it repeats). ``spell_assistant``: each assistant
+    turn's text in byte tokens, not as it was sampled (:attr:`SimConfig.retokenize_history`)."""
     parts: list[TokenBytes] = []
     if prompt.tools:
         listed = [{"name": tool.name, "parameters": tool.parameters} for tool in prompt.tools]
         tools = "<tools>" + orjson.dumps(listed).decode() + "</tools>"
         parts.append(_turn_ids(f"<|im_start|>system\n{tools}<|im_end|>\n"))
     for role, text in prompt.turns:
+        if spell_assistant and role == "assistant":
+            parts += [_ASSISTANT, token_bytes(VOCAB.encode_bytes(text)), _END]
+            continue
         parts.append(_turn_ids(f"<|im_start|>{role}\n{text}<|im_end|>\n"))
     return b"".join(parts)
 

@@ -109,6 +109,10 @@ class Vocab:
                 out.extend(self._byte_base + b for b in piece.encode())
         return out
 
+    def encode_bytes(self, text: str) -> list[int]:
+        """``text`` as byte tokens only: the same text as :meth:`encode`'s, other ids."""
+        return [self._byte_base + b for b in text.encode()]
+
     def decode(self, ids: Iterable[int], *, skip_control: bool = True) -> str:
         """The text of ``ids``; invalid UTF-8 from byte tokens reads as U+FFFD."""
         return self.decoder(skip_control=skip_control).decode(ids, final=True)
