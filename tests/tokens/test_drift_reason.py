@@ -77,7 +77,9 @@ async def test_other_text_is_a_rewrite_only_when_the_renderer_saw_one(renderer: 
     assert reason == "history_rewritten"
 
 
-async def test_a_template_dropping_old_reasoning_is_reasoning_dropped(renderer: Renderer) -> None:
+async def test_a_template_dropping_old_reasoning_keeps_the_sampled_reasoning(
+    renderer: Renderer,
+) -> None:
     # tokkit's template renders reasoning for the last assistant message only
     turns, handle = TokenTurns(), _handle(renderer)
     first, drift = await turns.render(handle, [USER], None)
@@ -86,13 +88,29 @@ async def test_a_template_dropping_old_reasoning_is_reasoning_dropped(renderer: 
     turns.sampled(first, sampled, reasoning=["add them"])
     reply = {"role": "assistant", "content": "The total is 55.", "reasoning_content": "add them"}
     prompt, drift = await turns.render(handle, [USER, reply, USER], None)
-    assert (prompt.extended, prompt.reason) == (False, "template_not_incremental")
-    assert drift is not None and drift.reason == "reasoning_dropped"
+    # the template would drop it; the sequence keeps what was sampled, as the model saw it
+    assert (prompt.extended, prompt.reason, drift) == (True, None, None)
+    assert prompt.ids[: len(first.ids) + len(sampled)] == (*first.ids, *sampled)
+    assert "add them" in renderer.decode(prompt.ids)
+    # and after the reply, exactly the user turn's own text with the generation prompt
+    tail = renderer.render_text([USER, reply, USER])[len(renderer.render_text([USER, reply])) :]
+    assert renderer.decode(prompt.new_ids).endswith(tail)
+
+
+async def test_a_full_render_dropping_old_reasoning_is_reasoning_dropped(
+    renderer: Renderer,
+) -> None:
+    first = renderer.render_conversation([USER])
+    history = TurnHistory()
+    sampled = renderer.encode("<think>add them</think>\nThe total is 55.<|im_end|>")
+    history.sampled(first.ids, sampled, reasoning=["add them"])
+    reply = {"role": "assistant", "content": "The total is 55.", "reasoning_content": "add them"}
+    full = replace(
+        renderer.render_conversation([USER, reply, USER]), reason="template_not_incremental"
+    )
+    drift, reason = await _reason(renderer, history, full)
+    assert reason == "reasoning_dropped"
     assert drift.at == len(first.ids)  # where <think> was sampled
-    assert "add them" not in renderer.decode(prompt.ids)
-    # once sampled from, that prompt is the sequence: the span it lacks is forgotten
-    turns.sampled(prompt, renderer.encode("Ok.<|im_end|>"))
-    assert turns.history.reasoning == []
 
 
 async def test_a_sample_recorded_while_rendering_is_not_what_the_prompt_is_checked_against(

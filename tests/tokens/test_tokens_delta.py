@@ -124,17 +124,23 @@ def test_missing_reply_is_detected(renderer: Renderer) -> None:
     assert (prompt.extended, prompt.reason) == (False, "reply_missing")
 
 
-def test_template_that_rerenders_the_reply_is_detected(renderer: Renderer) -> None:
+def test_template_that_rerenders_the_reply_keeps_the_sampled_ids(renderer: Renderer) -> None:
     # the test template shows reasoning only on the last message, as Qwen3's does
     loop = Loop(renderer)
+    before = loop.prompt
     completion = loop.sample("<think>add</think>\nSure.<|im_end|>")
     prompt = loop.step(
         completion,
         Message("assistant", (Reasoning("add"), Text("Sure."))),
         Message("user", (Text("Go."),)),
     )
-    assert (prompt.extended, prompt.reason) == (False, "template_not_incremental")
-    assert list(prompt.ids) == renderer.render_prompt(*loop.template())
+    assert (prompt.extended, prompt.reason) == (True, None)
+    assert prompt.ids[: len(before.ids) + len(completion)] == (*before.ids, *completion)
+    # what follows is the user turn's text alone, as the full render writes it
+    assert list(prompt.ids) != renderer.render_prompt(*loop.template())  # it drops "add"
+    added = renderer.decode(prompt.new_ids)
+    assert added.startswith("\n<|im_start|>user\nGo.")
+    assert renderer.render_text(*loop.template()).endswith(added)
 
 
 def test_unalignable_completion_without_eos_is_rendered_in_full(renderer: Renderer) -> None:

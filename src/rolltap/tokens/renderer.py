@@ -19,9 +19,13 @@ and requiring ``P ⊑ A ⊑ F`` (``⊑``: is a prefix of). ``A[len(P):]`` is the
 rendering of the reply, which the sampled ids stand in for; what the template writes
 after the sampled text (a newline after ``<|im_end|>``, or the end-of-turn marker when
 the ids stopped short of it) is its *tail*, and ``tail + F[len(A):]`` is tokenized on its
-own and appended. When ``P`` is not a prefix of ``F`` the harness rewrote history (or the
-template re-renders earlier turns, e.g. drops old reasoning): the prompt is rendered in
-full and :attr:`RenderedPrompt.reason` says why, for the caller to record.
+own and appended. When ``P`` is not a prefix of ``A`` the harness rewrote history: the
+prompt is rendered in full and :attr:`RenderedPrompt.reason` says why, for the caller to
+record. When ``A`` is not a prefix of ``F`` the template renders earlier turns anew once
+more follows (Qwen3's drops the reasoning of turns before the last user message): the
+sampled ids still stay in the sequence — the prompt extends what was sampled, as the
+model saw it — and the new messages' text is rendered after a stand-in reply
+(``S + new`` minus ``S``, ``S`` = a user turn and the reply without its reasoning).
 
 >>> r = Renderer.from_pretrained("/models/qwen3")  # doctest: +SKIP
 >>> first = r.render_conversation([{"role": "user", "content": "hi"}])  # doctest: +SKIP
@@ -41,6 +45,9 @@ from rolltap.tokens.config import RendererConfig, check_template_kwargs
 
 __all__ = ["FullRenderReason", "RenderedPrompt", "Renderer"]
 
+#: where a chat message carries its reasoning (left out of a stand-in reply)
+_REASONING_KEYS = frozenset({"reasoning_content", "reasoning", "thinking"})
+
 Messages = Sequence[Mapping[str, Any]]
 Tools = Sequence[Mapping[str, Any]] | None
 
@@ -50,9 +57,10 @@ FullRenderReason = Literal[
 """Why a delta was asked for but the prompt was rendered in full:
 
 * ``reply_missing``: the message after the previous conversation is not the assistant's;
-* ``history_rewritten``: the previous prompt's text is not a prefix of the new one;
-* ``template_not_incremental``: rendering the reply changed what came before it, or
-  what follows it was not rendered after it;
+* ``history_rewritten``: the previous prompt's text is not a prefix of the previous
+  conversation + the reply;
+* ``template_not_incremental``: what follows the reply could not be rendered on its own
+  (see the module doc);
 * ``completion_mismatch``: the sampled text differs from the template's rendering of
   the reply and the ids end in no EOS token to line the two up by."""
 
@@ -211,19 +219,39 @@ class Renderer:
         count = previous.message_count
         if len(messages) <= count or messages[count].get("role") != "assistant":
             return self._full(full, len(messages), "reply_missing")
-        if not full.startswith(previous.text):
-            return self._full(full, len(messages), "history_rewritten")
         with_reply = self.render_text(
             messages[: count + 1], tools, add_generation_prompt=False, **template_kwargs
         )
-        if not (with_reply.startswith(previous.text) and full.startswith(with_reply)):
-            return self._full(full, len(messages), "template_not_incremental")
+        if not with_reply.startswith(previous.text):
+            return self._full(full, len(messages), "history_rewritten")
         tail = self._reply_tail(with_reply[len(previous.text) :], completion_ids)
         if tail is None:
             return self._full(full, len(messages), "completion_mismatch")
-        new_ids = tuple(self.encode(tail + full[len(with_reply) :]))
+        if full.startswith(with_reply):
+            after = full[len(with_reply) :]
+        else:
+            # the template renders earlier turns differently once more follows (Qwen3
+            # drops reasoning before the last user turn): the sampled ids stay in the
+            # sequence, and only the new messages' own text is rendered after them
+            alone = self._text_after(messages[count], messages[count + 1 :], tools, template_kwargs)
+            if alone is None:
+                return self._full(full, len(messages), "template_not_incremental")
+            after = alone
+        new_ids = tuple(self.encode(tail + after))
         ids = (*previous.ids, *completion_ids, *new_ids)
         return RenderedPrompt(ids, full, len(messages), new_ids, extended=True)
+
+    def _text_after(
+        self, reply: Mapping[str, Any], new: Messages, tools: Tools, kwargs: dict[str, Any]
+    ) -> str | None:
+        """What the template writes for ``new`` after an assistant ``reply`` (its
+        reasoning left out, so no template drops anything): the difference of two
+        renders of a stand-in conversation; None if the second does not extend the first."""
+        plain = {k: v for k, v in reply.items() if k not in _REASONING_KEYS}
+        base = [{"role": "user", "content": "."}, plain]
+        before = self.render_text(base, tools, add_generation_prompt=False, **kwargs)
+        whole = self.render_text([*base, *new], tools, **kwargs)
+        return whole[len(before) :] if whole.startswith(before) else None
 
     def _reply_tail(self, reply: str, completion_ids: Sequence[int]) -> str | None:
         """What the template writes after the sampled text of ``reply``; None if unknown."""
