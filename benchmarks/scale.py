@@ -8,6 +8,14 @@ median model-call latency by rollout start quartile (q1 = the first quarter admi
 
     python benchmarks/scale.py            # C = 512, 1024, 2048 (minutes)
     python benchmarks/scale.py --quick    # C = 32, 64, 128 with short latency
+
+Every C runs three ways in one run: one process (in-process ``evaluate``), ``--workers 2``
+(local worker processes) and ``--ray`` with 2 workers on a two-node Ray cluster that the
+benchmark starts once on loopback (``--no-ray`` skips it; its waves are repeated
+``--ray-repeat`` times, median wall). Wall is one wave's, from the first submission to
+the last result (worker start apart, in ``start s``); CPU per model call sums the driver
+and worker processes (``psutil`` over the process tree, the simulator left out; Ray's own
+processes apart). The issue's goals are printed against one process in the same run.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from _ray_cluster import two_node_cluster
 from rolltap.rollouts import Hooks, RunConfig
 from rolltap.rollouts.results import RolloutResult
 from rolltap.serve.driver import run_eval
+from rolltap.store import Store
 
 TURNS = 3
 #: the gateway's upstream connection limit, the same for every C: connections opened
@@ -146,15 +155,25 @@ def _config(c: int, port: int, tasks: Path, store: str, mode: Mode) -> RunConfig
     })  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A wave's shape: the simulator's latency, turns per rollout, and the store (None:
+    a fresh SQLite file per wave; a server URL: one database, upgraded first)."""
+
+    latency: Latency
+    turns: int = TURNS
+    store: str | None = None
+
+
 async def one_wave(
-    c: int, mode: Mode, latency: Latency, upstream: psutil.Process, port: int, store_dir: Path
+    c: int, mode: Mode, shape: Shape, upstream: psutil.Process, port: int, store_dir: Path
 ) -> dict[str, Any]:
     """Run one wave of ``c`` rollouts where ``mode`` says; the measurements. ``wall``:
     from the first submission (the workers are up) to the last result."""
     tasks = store_dir / "tasks.jsonl"
-    messages = [{"role": "user", "content": f"q{i}"} for i in range(TURNS)]
+    messages = [{"role": "user", "content": f"q{i}"} for i in range(shape.turns)]
     tasks.write_bytes(orjson.dumps({"id": "t", "messages": messages, "info": {"regex": "."}}))
-    store = f"sqlite:///{store_dir}/scale-{c}-{next(_WAVES)}.db"
+    store = shape.store or f"sqlite:///{store_dir}/scale-{c}-{next(_WAVES)}.db"
     marks: dict[str, float] = {}
 
     def mark(name: str) -> None:
@@ -167,7 +186,7 @@ async def one_wave(
             result = await run_eval(_config(c, port, tasks, store, mode), hooks=hooks)
             total = time.perf_counter() - t0
     wall = marks["last"] - marks["plan"]
-    ideal = TURNS * latency.per_call_s
+    ideal = shape.turns * shape.latency.per_call_s
     calls = max(1, sum(r.calls.calls for r in result.results))
     spent = cpu.by_kind()
     worker_rss = [w["stats"].get("peak_rss", 0) / 2**20 for w in result.workers]
@@ -204,7 +223,7 @@ def _spread(results: list[RolloutResult]) -> dict[str, float]:
 
 
 async def measure(
-    sizes: list[int], latency: Latency, cluster: str | None, repeat: int, tmp: Path
+    sizes: list[int], shape: Shape, cluster: str | None, repeat: int, tmp: Path
 ) -> list[dict[str, Any]]:
     """Every mode at every C (Ray ``repeat`` times: the run with the median wall, the
     other walls kept); a fresh simulator for each C."""
@@ -213,11 +232,12 @@ async def measure(
         port = free_port()
         # The upstream runs in its own process, as a real one would: it must not share
         # the measured processes' cores' accounting with the harnesses and gateways
-        with rolltap_process(latency.sim_args(port), f"http://127.0.0.1:{port}/health") as sim:
+        health = f"http://127.0.0.1:{port}/health"
+        with rolltap_process(shape.latency.sim_args(port), health) as sim:
             for mode in modes(cluster):
                 tries = []
                 for _ in range(repeat if "ray" in mode.fields else 1):
-                    tries.append(await one_wave(c, mode, latency, sim, port, tmp))
+                    tries.append(await one_wave(c, mode, shape, sim, port, tmp))
                     print(f"  {mode.label} C={c}: wall {tries[-1]['wall_s']:.1f} s", flush=True)
                 tries.sort(key=lambda r: r["wall_s"])
                 row = tries[len(tries) // 2]
@@ -313,7 +333,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, copy: Path | None) -> None:
     right.set_ylim(bottom=0)
     right.set_ylabel(f"median call latency (ms), C={top}")
     right.set_xlabel("rollouts by start order")
-    right.legend()
+    right.legend(loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -329,6 +349,8 @@ async def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help="C values to run")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray rows")
     parser.add_argument("--ray-repeat", type=int, default=3, help="Ray waves per C (median)")
+    parser.add_argument("--turns", type=int, default=TURNS, help="model calls per rollout")
+    parser.add_argument("--store", help="a PostgreSQL/MySQL URL (default: SQLite per wave)")
     parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/scale.png"))
     parser.add_argument("--copy-plot", type=Path, default=Path("docs/img/scale.png"),
                         help="where the full run's plot is copied (not with --quick)")  # fmt: skip
@@ -341,13 +363,19 @@ async def main() -> None:
     with contextlib.ExitStack() as stack:
         cluster = None if args.no_ray else stack.enter_context(two_node_cluster())
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        rows = await measure(args.sizes or sizes, latency, cluster, args.ray_repeat, tmp)
+        if args.store is not None:
+            async with await Store.open(args.store, upgrade=True):
+                pass  # what rolltap db upgrade does
+        shape = Shape(latency, args.turns, args.store)
+        rows = await measure(args.sizes or sizes, shape, cluster, args.ray_repeat, tmp)
     print()
     _print(rows)
     print()
     _print_spread(rows)
     print()
     _print_goals(rows)
+    args.plot.parent.mkdir(parents=True, exist_ok=True)
+    args.plot.with_suffix(".json").write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     _plot(rows, args.plot, None if args.quick else args.copy_plot)
 
 
