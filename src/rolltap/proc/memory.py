@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["ProcessReadings", "TrimReport", "Trimmer", "readings"]
+__all__ = ["ProcessReadings", "TrimReport", "Trimmer", "peak_rss", "readings"]
 
 _PROC_SELF = Path("/proc/self")
 
@@ -67,6 +68,23 @@ def readings() -> ProcessReadings:
         sockets=0,  # psutil can only count sockets by walking every connection
         threads=proc.num_threads(),
     )
+
+
+def peak_rss() -> int:
+    """The most memory (bytes) this process has held resident since it started.
+
+    ``/proc/self/status``'s ``VmHWM`` where there is one: ``ru_maxrss`` survives
+    ``fork`` + ``exec``, so a worker process would report its parent's RSS at the fork
+    as its own peak. Blocking (it reads ``/proc``).
+    """
+    try:
+        for line in (_PROC_SELF / "status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass  # no /proc (macOS): getrusage, in bytes there
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss * 1024 if os.uname().sysname == "Linux" else maxrss
 
 
 @dataclass(frozen=True, slots=True)

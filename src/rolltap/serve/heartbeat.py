@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import time
 from collections.abc import Callable
 from typing import Any
 
-from rolltap.proc.memory import Trimmer, readings
+from rolltap.proc.memory import Trimmer, peak_rss, readings
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
 
 __all__ = ["Heartbeat"]
@@ -72,8 +71,8 @@ class Heartbeat:
             "pid": os.getpid(),
             "t": time.time(),
             "rss": now.rss,
-            # the most this process ever held (Linux reports KiB)
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            # the most this process ever held (not its parent's: see peak_rss)
+            "peak_rss": await asyncio.to_thread(peak_rss),
             "open_files": now.open_files,
             "sockets": now.sockets,
             "threads": now.threads,

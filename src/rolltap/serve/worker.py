@@ -26,6 +26,7 @@ from rolltap.errors import StoreError
 from rolltap.gateway import Gateway
 from rolltap.otel import open_tracer
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
+from rolltap.rollouts.harness import builtin_harness_names
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.heartbeat import Heartbeat
 from rolltap.serve.jobs import Job, JobFactory
@@ -96,6 +97,10 @@ class Worker:
         self.gateway = await stack.enter_async_context(
             Gateway(self.config.endpoints, settings, observers=[recorder], tracer=tracer)
         )
+        # import the built-in harnesses (the OpenAI and Anthropic SDKs: seconds of CPU)
+        # before saying ready, off the loop: else the first rollouts of a wave wait for
+        # it on a blocked loop, after the driver has started their clock
+        await asyncio.to_thread(builtin_harness_names)
         return JobFactory(self.config, self.gateway, store, recorder, node=self.node)
 
     async def _serve(self) -> None:
