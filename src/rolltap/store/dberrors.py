@@ -10,13 +10,20 @@ reconnects with backoff. A full disk is not: retrying cannot help, so it becomes
 from __future__ import annotations
 
 import sqlite3
+import sys
 
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
 from rolltap.errors import StoreError
 from rolltap.store.errors import StoreConflictError, StoreFullError
 
-__all__ = ["is_full", "is_transient", "translate_db_error"]
+__all__ = ["database_errors", "is_full", "is_transient", "translate_db_error"]
 
 #: PostgreSQL: connection exceptions, admin/crash shutdown, cannot connect now, too many
 #: connections, serialization failure and deadlock (retry the transaction)
@@ -26,6 +33,19 @@ _PG_FULL = ("53100",)  # disk_full
 #: lock wait timeout, deadlock
 _MYSQL_TRANSIENT = {1053, 1205, 1213, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
 _MYSQL_FULL = {1021, 1114}  # disk full, table full
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What a database call can raise: SQLAlchemy's errors, OS errors, and the loaded
+    drivers' own roots (asyncpg raises some of its errors unwrapped while connecting,
+    e.g. ``CannotConnectNowError`` as a server shuts down). A driver not imported raised
+    nothing, so it is not imported here."""
+    found: list[type[BaseException]] = [SQLAlchemyError, OSError]
+    if (asyncpg := sys.modules.get("asyncpg")) is not None:
+        found += [asyncpg.PostgresError, asyncpg.InterfaceError]
+    if (asyncmy_errors := sys.modules.get("asyncmy.errors")) is not None:
+        found.append(asyncmy_errors.Error)
+    return tuple(found)
 
 
 def _driver_error(exc: BaseException) -> BaseException:
@@ -59,10 +79,11 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, OSError):
         return True
-    if not isinstance(exc, DBAPIError):
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+            return True
+    elif not isinstance(exc, database_errors()):  # a driver's own, unwrapped, is read below
         return False
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
-        return True
     orig = _driver_error(exc)
     if _sqlstate(orig).startswith(_PG_TRANSIENT_PREFIXES):
         return True

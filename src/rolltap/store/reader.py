@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from sqlalchemy import RowMapping, Select, Table, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rolltap.store.dberrors import translate_db_error
+from rolltap.store.dberrors import database_errors, translate_db_error
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.events import Event
 from rolltap.store.lease import effective_status, status_filter
@@ -47,7 +46,7 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     try:
         async with engine.connect() as conn:
             yield conn
-    except (SQLAlchemyError, OSError) as exc:
+    except database_errors() as exc:
         raise translate_db_error(exc) from exc
 
 
