@@ -35,12 +35,12 @@ _MYSQL_TRANSIENT = {1053, 1205, 1213, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 
 _MYSQL_FULL = {1021, 1114}  # disk full, table full
 
 
-def database_errors() -> tuple[type[BaseException], ...]:
+def database_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...]:
     """What a database call can raise: SQLAlchemy's errors, OS errors, and the loaded
     drivers' own roots (asyncpg raises some of its errors unwrapped while connecting,
-    e.g. ``CannotConnectNowError`` as a server shuts down). A driver not imported raised
-    nothing, so it is not imported here."""
-    found: list[type[BaseException]] = [SQLAlchemyError, OSError]
+    e.g. ``CannotConnectNowError`` as a server shuts down), and ``also``. A driver not
+    imported raised nothing, so it is not imported here."""
+    found: list[type[BaseException]] = [SQLAlchemyError, OSError, *also]
     if (asyncpg := sys.modules.get("asyncpg")) is not None:
         found += [asyncpg.PostgresError, asyncpg.InterfaceError]
     if (asyncmy_errors := sys.modules.get("asyncmy.errors")) is not None:

@@ -23,11 +23,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rolltap.errors import StoreError
-from rolltap.store.dberrors import is_transient, translate_db_error
+from rolltap.store.dberrors import database_errors, is_transient, translate_db_error
 from rolltap.store.errors import StoreClosedError, StoreFullError, StoreUnavailableError
 from rolltap.store.ops import CommitOp, WriteOp, apply_commits
 from rolltap.store.pending import PendingWrites
@@ -217,7 +216,7 @@ class Writer:
                     pending = await self._unapplied(conn, pending)
                 if pending:
                     await self._transaction(conn, pending)
-            except (SQLAlchemyError, OSError, StoreError) as exc:
+            except database_errors(StoreError) as exc:
                 if not _transient(exc):
                     await self._permanent_failure(pending, exc)
                     return
@@ -277,9 +276,7 @@ class Writer:
         self._settle_ok(landed)
         return pending
 
-    async def _permanent_failure(
-        self, ops: list[WriteOp], exc: SQLAlchemyError | OSError | StoreError
-    ) -> None:
+    async def _permanent_failure(self, ops: list[WriteOp], exc: BaseException) -> None:
         if len(ops) > 1:  # find the culprit: the others must not fail with it
             for op in list(ops):
                 await self._run_group([op])

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import logging
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from rolltap.store.dberrors import database_errors
 
 __all__ = ["WriterConnection"]
 
@@ -40,7 +41,7 @@ class WriterConnection:
         try:
             await conn.invalidate()
             await conn.close()
-        except (SQLAlchemyError, OSError) as exc:
+        except database_errors() as exc:
             log.debug("store writer: closing a broken connection: %s", type(exc).__name__)
 
     async def probe(self, stop: asyncio.Event) -> bool:
@@ -51,7 +52,7 @@ class WriterConnection:
                 conn = await self.get()
                 await conn.exec_driver_sql("SELECT 1")
                 await conn.rollback()
-            except (SQLAlchemyError, OSError):
+            except database_errors():
                 await self.discard()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
