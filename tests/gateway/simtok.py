@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
+from helpers import ADMIN_HEADERS
+from rolltap.gateway import Gateway
 from rolltap.sim.vocab import SPECIAL_TOKENS, VOCAB
 
 try:
@@ -86,3 +90,26 @@ def build_sim_tokenizer(path: Path, template: str = TEMPLATE) -> Path:
     fast.chat_template = template
     fast.save_pretrained(str(path))
     return path
+
+
+#: one ``add`` tool, as the token-client tests offer it
+ADD_TOOLS: list[Any] = [{
+    "type": "function",
+    "function": {"name": "add", "description": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+}]  # fmt: skip
+
+
+async def drift_counts(http: aiohttp.ClientSession, gateway: Gateway) -> tuple[int, str]:
+    """The gateway's drifted-turn count from ``/stats`` and its ``/metrics`` line."""
+    async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:
+        stats = await resp.json()
+    async with http.get(gateway.admin_url + "/metrics", headers=ADMIN_HEADERS) as resp:
+        metrics = await resp.text()
+    (line,) = [m for m in metrics.splitlines() if m.startswith("rolltap_token_drift_total")]
+    return stats["totals"]["token_drift"], line
+
+
+def drift_window(ids: list[int], at: int) -> list[int]:
+    """The ids a drift record keeps around position ``at`` (four either side)."""
+    return ids[max(0, at - 4) : at + 4]

@@ -14,7 +14,8 @@ import aiohttp
 import anthropic
 import pytest
 
-from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register
+from gateway.simtok import drift_counts, drift_window
+from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
@@ -49,7 +50,7 @@ async def _conversation(
                     if rewrite:
                         messages[0] = {"role": "user", "content": "bye"}
             evs = await events(http, gateway, rollout["id"])
-            counts = await _drift_counts(http, gateway)
+            counts = await drift_counts(http, gateway)
     records = [e["payload"].get("tokens") for e in evs if e["kind"] == "model_response"]
     return records, texts, counts
 
@@ -66,19 +67,6 @@ async def _ask(client: Any, messages: list[Any], *, stream: bool) -> tuple[str, 
     return "".join(d.content or "" for d in deltas), thought
 
 
-async def _drift_counts(http: aiohttp.ClientSession, gateway: Gateway) -> tuple[int, str]:
-    async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:
-        stats = await resp.json()
-    async with http.get(gateway.admin_url + "/metrics", headers=ADMIN_HEADERS) as resp:
-        metrics = await resp.text()
-    (line,) = [m for m in metrics.splitlines() if m.startswith("rolltap_token_drift_total")]
-    return stats["totals"]["token_drift"], line
-
-
-def _window(ids: list[int], at: int) -> list[int]:
-    return ids[max(0, at - 4) : at + 4]
-
-
 def _expect_drift(records: list[dict[str, Any]], at: int, reason: str) -> None:
     first, second = records
     assert "drift" not in first
@@ -86,7 +74,8 @@ def _expect_drift(records: list[dict[str, Any]], at: int, reason: str) -> None:
     got = second["prompt_ids"]
     assert expected[:at] == got[:at] and expected[at] != got[at]
     assert second["drift"] == {
-        "at": at, "expected": _window(expected, at), "got": _window(got, at), "reason": reason,
+        "at": at, "expected": drift_window(expected, at), "got": drift_window(got, at),
+        "reason": reason,
     }  # fmt: skip
 
 

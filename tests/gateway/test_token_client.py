@@ -11,17 +11,11 @@ import anthropic
 import pytest
 from transformers import AutoTokenizer
 
-from gateway.simtok import build_sim_tokenizer
+from gateway.simtok import ADD_TOOLS, build_sim_tokenizer
 from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
-
-TOOLS: list[Any] = [{
-    "type": "function",
-    "function": {"name": "add", "description": "add", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
-}]  # fmt: skip
 
 
 @pytest.fixture
@@ -55,7 +49,7 @@ async def test_a_chat_tool_loop_extends_one_token_sequence(
         async with openai_client(rollout) as client:
             for turn in range(4):
                 reply = await client.chat.completions.create(
-                    model="m", messages=messages, tools=TOOLS
+                    model="m", messages=messages, tools=ADD_TOOLS
                 )
                 message = reply.choices[0].message
                 messages.append(message.model_dump(exclude_none=True))
@@ -100,7 +94,7 @@ async def test_an_anthropic_harness_streams_tool_use_from_token_ids(
             base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"], max_retries=0
         ) as claude:
             tool = {"name": "add", "description": "add",
-                    "input_schema": TOOLS[0]["function"]["parameters"]}  # fmt: skip
+                    "input_schema": ADD_TOOLS[0]["function"]["parameters"]}  # fmt: skip
             async with claude.messages.stream(
                 model="m", max_tokens=64, tools=[tool],  # type: ignore[list-item]
                 messages=[{"role": "user", "content": "add one"}],
@@ -127,7 +121,7 @@ async def test_malformed_tool_call_output_is_answered_as_text_and_recorded(
         rollout = await register(http, gateway, sampling={"max_tokens": 6})
         async with openai_client(rollout) as client:
             reply = await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "add"}], tools=TOOLS
+                model="m", messages=[{"role": "user", "content": "add"}], tools=ADD_TOOLS
             )
         evs = await events(http, gateway, rollout["id"])
     finally:

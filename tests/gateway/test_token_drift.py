@@ -14,17 +14,18 @@ import aiohttp
 import pytest
 from transformers import AutoTokenizer
 
-from gateway.simtok import QWEN3_TEMPLATE, TEMPLATE, build_sim_tokenizer
-from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, openai_client, register
+from gateway.simtok import (
+    ADD_TOOLS,
+    QWEN3_TEMPLATE,
+    TEMPLATE,
+    build_sim_tokenizer,
+    drift_counts,
+    drift_window,
+)
+from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
-
-TOOLS: list[Any] = [{
-    "type": "function",
-    "function": {"name": "add", "description": "add", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
-}]  # fmt: skip
 
 
 @pytest.fixture
@@ -47,19 +48,6 @@ def _kind(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e["payload"] for e in evs if e["kind"] == kind]
 
 
-async def _drift_counts(http: aiohttp.ClientSession, gateway: Gateway) -> tuple[int, str]:
-    async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:
-        stats = await resp.json()
-    async with http.get(gateway.admin_url + "/metrics", headers=ADMIN_HEADERS) as resp:
-        metrics = await resp.text()
-    (line,) = [m for m in metrics.splitlines() if m.startswith("rolltap_token_drift_total")]
-    return stats["totals"]["token_drift"], line
-
-
-def _window(ids: list[int], at: int) -> list[int]:
-    return ids[max(0, at - 4) : at + 4]
-
-
 async def test_a_harness_that_rewrites_history_drifts_where_it_edited(
     sim: Simulator, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
@@ -76,7 +64,7 @@ async def test_a_harness_that_rewrites_history_drifts_where_it_edited(
             messages[0] = {"role": "user", "content": "add one and two"}  # edited turn 1
             await client.chat.completions.create(model="m", messages=messages)
         evs = await events(http, gateway, rollout["id"])
-        counts = await _drift_counts(http, gateway)
+        counts = await drift_counts(http, gateway)
     finally:
         await gateway.aclose()
     first, second, third = (r["tokens"] for r in _kind(evs, "model_response"))
@@ -87,7 +75,8 @@ async def test_a_harness_that_rewrites_history_drifts_where_it_edited(
     expected = second["prompt_ids"] + second["completion_ids"]
     assert third["render"] == "full" and third["reason"] == "history_rewritten"
     assert third["drift"] == {
-        "at": at, "expected": _window(expected, at), "got": _window(third["prompt_ids"], at),
+        "at": at, "expected": drift_window(expected, at),
+        "got": drift_window(third["prompt_ids"], at),
         "reason": "history_rewritten",
     }  # fmt: skip
     assert expected[:at] == third["prompt_ids"][:at] != []
@@ -111,7 +100,7 @@ async def test_reasoning_a_template_drops_stays_in_the_sequence_without_drift(
         async with openai_client(rollout) as client:
             for _ in range(3):
                 reply = await client.chat.completions.create(
-                    model="m", messages=messages, tools=TOOLS
+                    model="m", messages=messages, tools=ADD_TOOLS
                 )
                 message = reply.choices[0].message
                 reasoning.append((message.model_extra or {}).get("reasoning_content"))
@@ -122,7 +111,7 @@ async def test_reasoning_a_template_drops_stays_in_the_sequence_without_drift(
                 else:  # a new user turn: the template drops the reasoning before it
                     messages.append({"role": "user", "content": "again"})
         evs = await events(http, gateway, rollout["id"])
-        counts = await _drift_counts(http, gateway)
+        counts = await drift_counts(http, gateway)
     finally:
         await gateway.aclose()
     first, second, third = (r["tokens"] for r in _kind(evs, "model_response"))

@@ -13,18 +13,12 @@ import anthropic
 import pytest
 from transformers import AutoTokenizer
 
-from gateway.simtok import build_sim_tokenizer
+from gateway.simtok import ADD_TOOLS, build_sim_tokenizer
 from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
-
-TOOLS: list[Any] = [{
-    "type": "function",
-    "function": {"name": "add", "description": "add", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
-}]  # fmt: skip
 
 
 @pytest.fixture
@@ -60,7 +54,9 @@ async def test_chat_gets_reasoning_content_and_the_sequence_keeps_the_reasoning_
     reasoning = []
     async with openai_client(rollout) as client:
         for _ in range(2):
-            reply = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+            reply = await client.chat.completions.create(
+                model="m", messages=messages, tools=ADD_TOOLS
+            )
             message = reply.choices[0].message
             reasoning.append((message.model_extra or {}).get("reasoning_content"))
             assert "<think>" not in (message.content or "")
