@@ -28,6 +28,7 @@ from rolltap.cli.common import (
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 from rolltap.local import LocalModel
+from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT
 from rolltap.serve import TOKEN_ENV, ServeConfig, Service
 from rolltap.store import mask_url, resolve_store_url
 
@@ -38,10 +39,7 @@ async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
     """Serve until a signal, drain; 0 after a clean drain, 1 if it timed out or a commit failed."""
     if not values.get("endpoints") and config_file is None:
         if values.get("ray") is not None:
-            raise ConfigError(
-                "--ray needs --endpoint: the built-in local model listens on one "
-                "machine's loopback, which workers on other nodes cannot reach"
-            )
+            raise ConfigError(RAY_NEEDS_ENDPOINT)
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
             local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)

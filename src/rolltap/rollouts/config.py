@@ -59,7 +59,14 @@ from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 
-__all__ = ["LimitsConfig", "RunConfig", "describe_errors", "load_run_config"]
+__all__ = [
+    "RAY_NEEDS_ENDPOINT",
+    "LimitsConfig",
+    "RunConfig",
+    "check_ray_fields",
+    "describe_errors",
+    "load_run_config",
+]
 
 
 class LimitsConfig(BaseModel):
@@ -139,10 +146,7 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_placement(self) -> RunConfig:
-        if self.ray_working_dir is not None and self.ray is None:
-            raise ValueError("ray_working_dir is uploaded to Ray nodes: give ray too")
-        if self.workers_per_node is not None and self.ray is None:
-            raise ValueError("workers_per_node places Ray actors: give ray too")
+        check_ray_fields(self.ray, self.workers_per_node, self.ray_working_dir)
         if self.workers_per_node is not None and self.workers is not None:
             raise ValueError("give workers (in all) or workers_per_node, not both")
         return self
@@ -185,6 +189,25 @@ class RunConfig(BaseModel):
             return EndpointConfig.model_validate(fields)
         except ValidationError as exc:
             raise ConfigError(f"endpoint {self.endpoint!r}: {describe_errors(exc)}") from exc
+
+
+#: why ``ray`` needs an endpoint (said by ``rolltap eval`` and ``rolltap serve`` alike)
+RAY_NEEDS_ENDPOINT = (
+    "--ray needs --endpoint: the built-in local model listens on one machine's loopback, "
+    "which workers on other nodes cannot reach"
+)
+
+
+def check_ray_fields(
+    ray: str | None, workers_per_node: int | None, working_dir: str | None
+) -> None:
+    """The Ray-only fields need ``ray`` (a run config's and a serve config's alike)."""
+    if ray is not None:
+        return
+    if working_dir is not None:
+        raise ValueError("ray_working_dir is uploaded to Ray nodes: give ray too")
+    if workers_per_node is not None:
+        raise ValueError("workers_per_node places Ray actors: give ray too")
 
 
 def _replica_urls(urls: list[str]) -> dict[str, Any]:

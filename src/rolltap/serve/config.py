@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.net import is_loopback
 from rolltap.errors import ConfigError
+from rolltap.rollouts.config import check_ray_fields
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 from rolltap.store.writer_state import DEFAULT_UNAVAILABLE_TIMEOUT_S
 from rolltap.tokens.parsers import resolve_parser
@@ -118,10 +119,7 @@ class ServeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_placement(self) -> ServeConfig:
-        if self.workers_per_node is not None and self.ray is None:
-            raise ValueError("workers_per_node places Ray actors: give ray too")
-        if self.ray_working_dir is not None and self.ray is None:
-            raise ValueError("ray_working_dir is uploaded to Ray nodes: give ray too")
+        check_ray_fields(self.ray, self.workers_per_node, self.ray_working_dir)
         return self
 
     @model_validator(mode="after")

@@ -36,7 +36,7 @@ from rolltap.rollouts.api import (
     store_summary,
     stored_run_config,
 )
-from rolltap.rollouts.config import RunConfig
+from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT, RunConfig
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.runner import WorkItem
@@ -124,10 +124,7 @@ class EvalDriver:
         config = self.config
         plan = prepare(config)  # harness, rewards, endpoint, extras: before anything starts
         if config.ray is not None and plan.endpoint is None:
-            raise ConfigError(
-                "--ray needs --endpoint: the built-in local model listens on one "
-                "machine's loopback, which workers on other nodes cannot reach"
-            )
+            raise ConfigError(RAY_NEEDS_ENDPOINT)
         otel_enabled(config.otel)
         tasks = load_run_tasks(config) if resume_run is None else None
         async with run_endpoint(config, plan, self.hooks) as endpoint:
