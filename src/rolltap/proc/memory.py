@@ -32,12 +32,14 @@ _PROC_SELF = Path("/proc/self")
 
 @dataclass(frozen=True, slots=True)
 class ProcessReadings:
-    """One look at this process: resident memory, descriptors and threads."""
+    """One look at this process: resident memory (now and its peak), descriptors and
+    threads."""
 
     rss: int
     open_files: int
     sockets: int
     threads: int
+    peak_rss: int = 0
 
 
 def _proc_readings() -> ProcessReadings:
@@ -51,7 +53,9 @@ def _proc_readings() -> ProcessReadings:
         except OSError:
             continue  # closed between the listing and the readlink: not open any more
     threads = sum(1 for _ in (_PROC_SELF / "task").iterdir())
-    return ProcessReadings(rss=rss, open_files=len(fds), sockets=sockets, threads=threads)
+    return ProcessReadings(
+        rss=rss, open_files=len(fds), sockets=sockets, threads=threads, peak_rss=peak_rss()
+    )
 
 
 def readings() -> ProcessReadings:
@@ -67,6 +71,7 @@ def readings() -> ProcessReadings:
         open_files=proc.num_fds(),
         sockets=0,  # psutil can only count sockets by walking every connection
         threads=proc.num_threads(),
+        peak_rss=peak_rss(),
     )
 
 
@@ -78,9 +83,14 @@ def peak_rss() -> int:
     as its own peak. Blocking (it reads ``/proc``).
     """
     try:
-        for line in (_PROC_SELF / "status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # kB
+        kb = {
+            line.split(":")[0]: int(line.split()[1])
+            for line in (_PROC_SELF / "status").read_text().splitlines()
+            if line.startswith(("VmHWM:", "VmRSS:"))
+        }
+        if kb:
+            # the kernel raises VmHWM lazily: it can lag the current VmRSS by a few pages
+            return max(kb.values()) * 1024
     except OSError:
         pass  # no /proc (macOS): getrusage, in bytes there
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rolltap.proc.memory import Trimmer, peak_rss, readings
+from rolltap.proc.memory import Trimmer, readings
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
 
 __all__ = ["Heartbeat"]
@@ -72,7 +72,7 @@ class Heartbeat:
             "t": time.time(),
             "rss": now.rss,
             # the most this process ever held (not its parent's: see peak_rss)
-            "peak_rss": await asyncio.to_thread(peak_rss),
+            "peak_rss": now.peak_rss,
             "open_files": now.open_files,
             "sockets": now.sockets,
             "threads": now.threads,
