@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from rolltap.dialects._chat_parse import parse_request_body
+from rolltap.dialects._chat_plain import plainly_valid
 from rolltap.dialects._chat_render import render_request
 from rolltap.dialects._chat_response import parse_response_body, render_response_body
 from rolltap.dialects._fields import past
@@ -69,7 +70,8 @@ def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
     """
     check_depth(past(body, "messages", start))
     check_request(body, start)
-    parse_request_body(body, tolerant=True, start=start)
+    if not plainly_valid(body, start):  # the parse names what is wrong, if anything
+        parse_request_body(body, tolerant=True, start=start)
     return body
 
 
