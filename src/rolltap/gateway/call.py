@@ -11,6 +11,11 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
    reaches the harness — the upstream's stream relayed as it arrives (translated event
    by event when the dialects differ), or a whole answer as a body or made into a
    stream, passed through byte for byte or translated through the canonical model;
+The request event is written once the request is on its way (:meth:`ModelCall.defer_request`):
+the bookkeeping it takes (the conversation index, the event) runs while the upstream
+works instead of before the request leaves, and always before anything else is
+recorded of the call.
+
 4. record: the response event keeps what the upstream answered, in its dialect, with
    a chat-shaped ``usage`` (:mod:`rolltap.gateway.summaries`); then the answer is
    finished here, not after the handler returns, so that a harness gone by then is
@@ -24,6 +29,7 @@ A failure at any step is recorded and delivered by :meth:`ModelCall.fail`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -83,9 +89,9 @@ class ModelCall:
 
     __slots__ = (
         "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
-        "intercept", "keepalive_s", "lookup", "outcome", "prefix", "replica", "reply_dialect",
-        "request", "response", "rollout", "stats", "stream", "t_first", "t_headers", "upstream",
-        "upstream_name",
+        "intercept", "keepalive_s", "lookup", "outcome", "pending", "prefix", "replica",
+        "reply_dialect", "request", "response", "rollout", "stats", "stream", "t_first",
+        "t_headers", "upstream", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -121,6 +127,8 @@ class ModelCall:
         self.t_first: float | None = None
         #: the replica's label, on an endpoint with replicas
         self.replica: str | None = None
+        #: the request sent, while its event is still to be written
+        self.pending: UpstreamRequest | None = None
 
     async def run(self) -> web.StreamResponse:
         """The call, start to end: every path takes these steps, in this order."""
@@ -136,9 +144,10 @@ class ModelCall:
                 rollout.sampling, self.stream,
             )
         )  # fmt: skip
-        self.record_request(sent)
+        self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         async with slot, self.upstream.call(sent) as reply:
+            self.flush_request()
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
             if reply.capture is not None:  # the server's ids: checked for drift
@@ -275,6 +284,21 @@ class ModelCall:
 
     # -- record --------------------------------------------------------------------
 
+    def defer_request(self, sent: UpstreamRequest) -> None:
+        """Write the request event at the loop's next turn: by then the request is being
+        sent (the upstream call has started and waits on the network), so the work is
+        done while the upstream works. :meth:`flush_request` writes it at once if the
+        call got further, or failed, first."""
+        self.pending = sent
+        asyncio.get_running_loop().call_soon(self.flush_request)
+
+    def flush_request(self) -> None:
+        """Write the request event if it is still to be written (once; before any
+        other event of the call)."""
+        if self.pending is not None:
+            self.record_request(self.pending)
+            self.pending = None
+
     def record_request(self, sent: UpstreamRequest | None) -> None:
         """The request event: what the harness sent, past the prefix already recorded
         (``sent`` None: nothing is sent, a retry is replayed)."""
@@ -328,6 +352,7 @@ class ModelCall:
         self.rollout.add_usage(payload["usage"])
 
     def record_error(self, err: RolltapError) -> None:
+        self.flush_request()
         payload: dict[str, Any] = {
             "intercept_id": self.intercept.id,
             **err.to_dict(),

@@ -6,9 +6,11 @@ answer made into a stream.
 end of stream; ``recorded`` for the response event):
 
 - chat to chat (the fast path): bytes relayed as they came, chunks folded by
-  :class:`~rolltap.gateway.summaries.ChatStreamAccumulator`; the usage-only chunk is
-  withheld when the gateway itself asked for it; with a server-side token capture each
-  chunk loses the ids (and logprobs) the gateway asked for, re-serialized;
+  :class:`~rolltap.gateway.summaries.ChatStreamAccumulator` once they are on their way
+  (a chunk's fold waits for the next chunk, or the end: what a read of many events
+  brings reaches the harness before it is folded); the usage-only chunk is withheld
+  when the gateway itself asked for it; with a server-side token capture each chunk
+  loses the ids (and logprobs) the gateway asked for, re-serialized;
 - same dialect otherwise: bytes relayed as they came, events parsed and folded to
   record the answer;
 - different dialects: the upstream's events are parsed into canonical events and
@@ -56,7 +58,7 @@ class StreamRelay:
 
     __slots__ = (
         "_acc", "_capture", "_done", "_folder", "_frames", "_parser", "_split", "_strip",
-        "_upstream", "_xlate",
+        "_unfolded", "_upstream", "_xlate",
     )  # fmt: skip
 
     def __init__(
@@ -72,6 +74,8 @@ class StreamRelay:
         # the harness dialect's renderer, used for content when translating
         self._frames = frames
         self._acc: ChatStreamAccumulator | None = None
+        #: chat chunks relayed but not folded yet
+        self._unfolded: list[dict[str, Any]] = []
         self._parser: StreamParser | None = None
         self._folder = StreamFolder()
         if chat:
@@ -83,7 +87,8 @@ class StreamRelay:
         """Bytes for the harness after ``chunk`` from the upstream (maybe none yet)."""
         events = self._split.feed(chunk)
         if self._acc is not None:
-            return self._fold_chat(events, self._acc)
+            self._fold_pending(self._acc)  # the previous chunk's: written by now
+            return self._relay_chat(events)
         return self._translate(events)
 
     def finish(self) -> bytes:
@@ -100,6 +105,7 @@ class StreamRelay:
         """``body`` (in the upstream's dialect), the summary fields and ``chunks``."""
         capture = self._capture
         if self._acc is not None:
+            self._fold_pending(self._acc)
             out = chat_stream_recorded(self._acc)
             tokens = None if capture is None else capture.record()
         else:
@@ -124,7 +130,12 @@ class StreamRelay:
             return b""
         return b"".join(self._frames.render(e) for e in events)
 
-    def _fold_chat(self, events: list[SSEEvent], acc: ChatStreamAccumulator) -> bytes:
+    def _fold_pending(self, acc: ChatStreamAccumulator) -> None:
+        for obj in self._unfolded:
+            acc.add(obj)
+        self._unfolded.clear()
+
+    def _relay_chat(self, events: list[SSEEvent]) -> bytes:
         keep: list[bytes] = []
         for ev in events:
             if ev.data is None:
@@ -138,7 +149,7 @@ class StreamRelay:
             raw = ev.raw
             if self._capture is not None and self._capture.take_chunk(obj):
                 raw = encode_data(orjson.dumps(obj))  # chat's framing: one data line
-            acc.add(obj)
+            self._unfolded.append(obj)
             if self._strip and not obj.get("choices") and obj.get("usage"):
                 continue
             keep.append(raw)

@@ -267,4 +267,3 @@ class RayLauncher:
         if self._started_ray:
             self._started_ray = False
             await asyncio.to_thread(ray.shutdown)
-
