@@ -70,6 +70,7 @@ ROLLOUT_HEADER = "X-Rolltap-Rollout"
 #: the rollout id again, under the names routers in front of replicas pin on
 #: (vllm-router's consistent hash, SGLang's router)
 ROUTING_HEADERS = ("X-Session-ID", "X-SMG-Routing-Key")
+_ROLLOUT_NAMES = (ROLLOUT_HEADER, *ROUTING_HEADERS)
 
 #: upstream response headers never relayed: hop-by-hop and framing headers, those the
 #: gateway sets itself, and those about the upstream's own origin (cookies, its transport
@@ -175,7 +176,20 @@ class RelayClient:
             self._timeout = aiohttp.ClientTimeout(
                 total=t.total, connect=t.connect, sock_read=t.read
             )
-        self._auth = _auth_headers(endpoint, credential)
+        # the headers every request gets (the later of two spellings of a name wins):
+        # built once, as a client's endpoint and credential never change
+        fixed: CIMultiDict[str] = CIMultiDict()
+        for extra in (endpoint.headers, _auth_headers(endpoint, credential)):
+            fixed.update(extra)
+        fixed["Content-Type"] = "application/json"
+        for name in _ROLLOUT_NAMES:
+            fixed.popall(name, None)
+        self._fixed = list(fixed.items())
+        self._replaced = (
+            DROPPED_REQUEST_HEADERS
+            | {k.lower() for k in fixed}
+            | {n.lower() for n in _ROLLOUT_NAMES}
+        )
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
         self._urls: dict[str, str] = {}  # path -> URL: join_url costs a regex per call
@@ -200,15 +214,15 @@ class RelayClient:
     def upstream_headers(
         self, harness_headers: Mapping[str, str], rollout_id: str
     ) -> CIMultiDict[str]:
+        """The harness's headers, less the dropped ones and those the gateway sets: the
+        endpoint's own, its credential, the content type, then the rollout's id under
+        each name routers pin on (the last word on each)."""
         headers: CIMultiDict[str] = CIMultiDict(
-            (k, v) for k, v in harness_headers.items() if k.lower() not in DROPPED_REQUEST_HEADERS
+            [(k, v) for k, v in harness_headers.items() if k.lower() not in self._replaced]
         )
-        headers.update(self.endpoint.headers)
-        headers.update(self._auth)
-        headers[ROLLOUT_HEADER] = rollout_id
-        for name in ROUTING_HEADERS:
-            headers[name] = rollout_id
-        headers["Content-Type"] = "application/json"
+        headers.extend(self._fixed)
+        for name in _ROLLOUT_NAMES:
+            headers.add(name, rollout_id)
         return headers
 
     @asynccontextmanager

@@ -22,6 +22,10 @@ async def read_body(request: web.Request, limit: int, *, timeout_s: float) -> by
     body = bytearray()
     try:
         async with asyncio.timeout(timeout_s):
+            first = await request.content.readany()
+            if len(first) == length and request.content.at_eof():
+                return first  # all of it in one piece: no copy
+            body += first
             while chunk := await request.content.readany():
                 body += chunk
                 if len(body) > limit:
