@@ -31,6 +31,7 @@ from typing import Any
 
 from rolltap.dialects._fields import past
 from rolltap.dialects._responses_parse import parse_request_body
+from rolltap.dialects._responses_plain import plainly_valid
 from rolltap.dialects._responses_render import render_request
 from rolltap.dialects._responses_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Request, Response
@@ -63,7 +64,8 @@ def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
     """:func:`validate_request` on a parsed body whose first ``start`` input items were
     validated before (a prefix the rollout already sent): they are not walked again."""
     check_depth(past(body, "input", start))
-    parse_request_body(body, tolerant=True, start=start)
+    if not plainly_valid(body, start):  # the parse names what is wrong, if anything
+        parse_request_body(body, tolerant=True, start=start)
     return body
 
 
