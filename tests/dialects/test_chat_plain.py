@@ -7,13 +7,13 @@ nothing. Bodies are drawn with good and bad values at every place the parse read
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dialects.plainkit import edited, single_edits
 from rolltap.dialects._chat_parse import parse_request_body
 from rolltap.dialects._chat_plain import plainly_valid
 from rolltap.dialects.chat_canonical import validate_body
@@ -81,38 +81,8 @@ _body = st.fixed_dictionaries(
 )
 
 
-def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in ``value`` a bad value can go (each key and item, and a new key)."""
-    out: list[tuple[Any, ...]] = []
-    if isinstance(value, dict):
-        out.append((*path, "new"))
-        for k, v in value.items():
-            out += [(*path, k), *_places(v, (*path, k))]
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += [(*path, i), *_places(v, (*path, i))]
-    return out
-
-
-@st.composite
-def _bodies(draw: st.DrawFn) -> dict[str, Any]:
-    """A body the parse accepts, then (mostly) one value in it made bad or removed."""
-    body: dict[str, Any] = draw(_body)
-    if draw(st.integers(0, 9)) == 0:
-        return body
-    *parent, last = draw(st.sampled_from(_places(body)))
-    holder: Any = body
-    for key in parent:
-        holder = holder[key]
-    if isinstance(holder, dict) and last in holder and draw(st.booleans()):
-        del holder[last]
-    else:
-        holder[last] = draw(st.sampled_from(_JUNK))
-    return body
-
-
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_bodies(), st.integers(0, 4))
+@given(edited(_body, _JUNK), st.integers(0, 4))
 def test_a_plain_body_passes_the_parse(body: dict[str, Any], start: int) -> None:
     messages = body.get("messages")
     start = min(start, len(messages)) if isinstance(messages, list) else 0
@@ -122,27 +92,6 @@ def test_a_plain_body_passes_the_parse(body: dict[str, Any], start: int) -> None
         return  # refused before the shortcut is asked
     if plainly_valid(body, start):
         parse_request_body(body, tolerant=True, start=start)  # must not raise
-
-
-def _edits(body: dict[str, Any]) -> Any:
-    """``body`` with each single edit: every place given each bad value, or removed."""
-    for place in _places(body):
-        for junk in [*_JUNK, _REMOVED]:
-            edited = copy.deepcopy(body)
-            *parent, last = place
-            holder: Any = edited
-            for key in parent:
-                holder = holder[key]
-            if junk is _REMOVED:
-                if not (isinstance(holder, dict) and last in holder):
-                    continue
-                del holder[last]
-            else:
-                holder[last] = copy.deepcopy(junk)
-            yield edited
-
-
-_REMOVED = object()
 
 
 def _full_body() -> dict[str, Any]:
@@ -163,14 +112,14 @@ def test_every_single_edit_of_a_full_body() -> None:
     """Exhaustively: each place of a body using every field, given each bad value."""
     body = _full_body()
     assert plainly_valid(body, 0)
-    for edited in _edits(body):
+    for changed in single_edits(body, _JUNK):
         for start in (0, 3):
             try:
-                check_request(edited, start)
+                check_request(changed, start)
             except InvalidRequestError:
                 continue
-            if plainly_valid(edited, start):
-                parse_request_body(edited, tolerant=True, start=start)
+            if plainly_valid(changed, start):
+                parse_request_body(changed, tolerant=True, start=start)
 
 
 def _agent_turn() -> dict[str, Any]:

@@ -41,6 +41,7 @@ import orjson
 
 from rolltap.dialects._fields import dumps_json, past
 from rolltap.dialects._messages_parse import parse_request_body
+from rolltap.dialects._messages_plain import plainly_valid
 from rolltap.dialects._messages_render import DEFAULT_MAX_TOKENS, render_request
 from rolltap.dialects._messages_response import parse_response_body, render_response_body
 from rolltap.dialects.canonical import Image, Part, Request, Response, ToolCall, ToolResult
@@ -105,7 +106,8 @@ def validate_body(body: dict[str, Any], start: int = 0) -> dict[str, Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequestError("must be a non-empty array of messages", field="messages")
-    parse_request_body(body, tolerant=True, start=start)
+    if not plainly_valid(body, start):  # the parse names what is wrong, if anything
+        parse_request_body(body, tolerant=True, start=start)
     return body
 
 
