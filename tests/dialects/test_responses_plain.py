@@ -8,9 +8,7 @@ the parse: ``plainly_valid`` meets bodies of any shape.)
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -19,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dialects.plainkit import edited, single_edits
 from rolltap.dialects import openai_responses
 from rolltap.dialects._responses_parse import parse_request_body
 from rolltap.dialects._responses_plain import plainly_valid
@@ -113,69 +112,14 @@ _body = st.fixed_dictionaries(
 )
 
 
-def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in ``value`` a bad value can go (each key and item, and a new key)."""
-    out: list[tuple[Any, ...]] = []
-    if isinstance(value, dict):
-        out.append((*path, "new"))
-        for k, v in value.items():
-            out += [(*path, k), *_places(v, (*path, k))]
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += [(*path, i), *_places(v, (*path, i))]
-    return out
-
-
-def _holder(body: dict[str, Any], parent: list[Any]) -> Any:
-    holder: Any = body
-    for key in parent:
-        holder = holder[key]
-    return holder
-
-
-@st.composite
-def _bodies(draw: st.DrawFn) -> dict[str, Any]:
-    """A drawn body (most the parse accepts), then (mostly) one value in it made bad or
-    removed."""
-    body: dict[str, Any] = draw(_body)
-    if draw(st.integers(0, 9)) == 0:
-        return body
-    *parent, last = draw(st.sampled_from(_places(body)))
-    holder = _holder(body, parent)
-    if isinstance(holder, dict) and last in holder and draw(st.booleans()):
-        del holder[last]
-    else:
-        holder[last] = draw(st.sampled_from(_JUNK))
-    return body
-
-
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_bodies(), st.one_of(st.just(0), st.integers(0, 5)))
+@given(edited(_body, _JUNK), st.one_of(st.just(0), st.integers(0, 5)))
 def test_a_plain_body_passes_the_parse(body: dict[str, Any], start: int) -> None:
     items = body.get("input")
     if isinstance(items, list):
         start = min(start, len(items))
     if plainly_valid(body, start):
         parse_request_body(body, tolerant=True, start=start)  # must not raise
-
-
-_REMOVED = object()
-
-
-def _edits(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """``body`` with each single edit: every place given each bad value, or removed."""
-    for place in _places(body):
-        for junk in [*_JUNK, _REMOVED]:
-            edited = copy.deepcopy(body)
-            *parent, last = place
-            holder = _holder(edited, parent)
-            if junk is _REMOVED:
-                if not (isinstance(holder, dict) and last in holder):
-                    continue
-                del holder[last]
-            else:
-                holder[last] = copy.deepcopy(junk)
-            yield edited
 
 
 def _full_body() -> dict[str, Any]:
@@ -203,10 +147,10 @@ def test_every_single_edit_of_a_full_body() -> None:
     """Exhaustively: each place of a body using every field, given each bad value."""
     body = _full_body()
     assert plainly_valid(body, 0)
-    for edited in _edits(body):
+    for changed in single_edits(body, _JUNK):
         for start in (0, 5):
-            if plainly_valid(edited, start):
-                parse_request_body(edited, tolerant=True, start=start)
+            if plainly_valid(changed, start):
+                parse_request_body(changed, tolerant=True, start=start)
 
 
 def _agent_turn() -> dict[str, Any]:
