@@ -65,7 +65,10 @@ def history(n: int, tag: str = "h") -> list[dict[str, Any]]:
 
 def body(messages: list[dict[str, Any]], target: Target, *, stream: bool) -> bytes:
     req: dict[str, Any] = {
-        "model": "m", "messages": messages, "max_tokens": 16, "user": target.name
+        "model": "m",
+        "messages": messages,
+        "max_tokens": 16,
+        "user": target.name,
     }
     if stream:
         req["stream"] = True
