@@ -11,15 +11,15 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
    reaches the harness — the upstream's stream relayed as it arrives (translated event
    by event when the dialects differ), or a whole answer as a body or made into a
    stream, passed through byte for byte or translated through the canonical model;
-The request event is written once the request is on its way (:meth:`ModelCall.defer_request`):
-the bookkeeping it takes (the conversation index, the event) runs while the upstream
-works instead of before the request leaves, and always before anything else is
-recorded of the call.
-
 4. record: the response event keeps what the upstream answered, in its dialect, with
    a chat-shaped ``usage`` (:mod:`rolltap.gateway.summaries`); then the answer is
    finished here, not after the handler returns, so that a harness gone by then is
    noticed and the answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`).
+
+The request event of step 1 is written once the request is on its way
+(:meth:`ModelCall.defer_request`): the bookkeeping it takes (the conversation index, the
+event) runs while the upstream works instead of before the request leaves, and always
+before anything else is recorded of the call.
 
 An SDK retry of a call whose answer arrived but was not delivered takes none of these
 steps: :meth:`ModelCall.replay` answers it from that answer.
