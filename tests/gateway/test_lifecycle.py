@@ -157,3 +157,28 @@ async def test_servers_are_elastic_least_loaded_and_closed_when_idle(
     for rollout in [*rollouts[1:], sixth]:
         await gateway.unregister(rollout["id"])
     await settle(lambda: len(gateway.servers) == 1)  # the admin server stays
+
+
+async def test_the_request_event_is_written_while_the_upstream_holds_the_call(
+    gateway: Gateway, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    """The request event is written once the request is on its way (not before it
+    leaves), yet before the upstream answers, and first among the call's events."""
+    gate = sim.gate("held")
+    rollout = await register(http, gateway)
+    async with openai_client(rollout, default_headers={"x-sim-gate": "held"}) as client:
+        call = asyncio.ensure_future(
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        )
+        try:
+            await gate.wait_reached()  # the upstream has the request and holds it
+            held = await events(http, gateway, rollout["id"])
+            assert [e["kind"] for e in held] == ["model_request"]
+            assert held[0]["payload"]["messages"] == [{"role": "user", "content": "hi"}]
+            gate.open()
+            answer = await call
+        finally:
+            call.cancel()
+    assert answer.choices[0].message.content
+    kinds = [e["kind"] for e in await events(http, gateway, rollout["id"])]
+    assert kinds == ["model_request", "model_response"]
