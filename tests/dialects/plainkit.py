@@ -12,9 +12,7 @@ import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hypothesis import strategies as st
-
-__all__ = ["REMOVED", "edit", "edited", "places", "single_edits"]
+__all__ = ["REMOVED", "edit", "places", "single_edits"]
 
 REMOVED = object()
 """The edit that deletes the key at a place instead of setting it."""
@@ -57,18 +55,3 @@ def single_edits(body: dict[str, Any], junk: Sequence[Any]) -> Iterator[dict[str
             changed = copy.deepcopy(body)
             if edit(changed, place, value):
                 yield changed
-
-
-@st.composite
-def edited(
-    draw: st.DrawFn, bodies: st.SearchStrategy[dict[str, Any]], junk: Sequence[Any]
-) -> dict[str, Any]:
-    """A drawn body (one the parse accepts), then mostly one place in it made bad or
-    removed."""
-    body = draw(bodies)
-    if draw(st.integers(0, 9)) == 0:
-        return body
-    place = draw(st.sampled_from(places(body)))
-    if not (draw(st.booleans()) and edit(body, place, REMOVED)):
-        edit(body, place, draw(st.sampled_from(junk)))
-    return body
