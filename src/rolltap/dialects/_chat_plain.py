@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects._plain_fields import optional, plain_function
+
 __all__ = ["plainly_valid"]
 
 
@@ -69,7 +71,7 @@ def _plain_content(content: object) -> bool:
 
 def _plain_params(body: dict[str, Any]) -> bool:
     top_k, stop = body.get("top_k"), body.get("stop")
-    if top_k is not None and type(top_k) is not int:
+    if not optional(top_k, int):
         return False
     if (
         stop is not None
@@ -79,10 +81,10 @@ def _plain_params(body: dict[str, Any]) -> bool:
         return False
     for name in ("user", "model"):
         value = body.get(name)
-        if value is not None and type(value) is not str:
+        if not optional(value, str):
             return False
     parallel = body.get("parallel_tool_calls")
-    if parallel is not None and type(parallel) is not bool:
+    if not optional(parallel, bool):
         return False
     return type(body.get("tool_choice")) is not dict
 
@@ -98,14 +100,6 @@ def _plain_tools(tools: object) -> bool:
         if tool.get("type", "function") != "function":
             continue  # kept whole as an extra: nothing in it is read
         fn = tool.get("function")
-        if type(fn) is not dict or type(fn.get("name")) is not str:
-            return False
-        strict, description = fn.get("strict"), fn.get("description")
-        if strict is not None and type(strict) is not bool:
-            return False
-        if description is not None and type(description) is not str:
-            return False
-        parameters = fn.get("parameters")
-        if parameters is not None and type(parameters) is not dict:
+        if type(fn) is not dict or not plain_function(fn):
             return False
     return True

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects._plain_fields import optional
+
 __all__ = ["plainly_valid"]
 
 
@@ -86,7 +88,7 @@ def _plain_tool_result(block: dict[str, Any]) -> bool:
     is_error = block.get("is_error")
     if type(block.get("tool_use_id")) is not str:
         return False
-    if is_error is not None and type(is_error) is not bool:
+    if not optional(is_error, bool):
         return False
     content = block.get("content")
     if content is None or type(content) is str:
@@ -111,16 +113,16 @@ def _plain_system(system: object) -> bool:
 def _plain_params(body: dict[str, Any]) -> bool:
     for name in ("temperature", "top_p"):
         value = body.get(name)
-        if value is not None and type(value) is not float and type(value) is not int:
+        if not optional(value, float, int):
             return False
     for name in ("max_tokens", "top_k"):
         value = body.get(name)
-        if value is not None and type(value) is not int:
+        if not optional(value, int):
             return False
     model, stream = body.get("model"), body.get("stream")
-    if model is not None and type(model) is not str:
+    if not optional(model, str):
         return False
-    if stream is not None and type(stream) is not bool:
+    if not optional(stream, bool):
         return False
     stop = body.get("stop_sequences")
     if stop is not None and (type(stop) is not list or any(type(s) is not str for s in stop)):
@@ -160,8 +162,8 @@ def _plain_tools(tools: object) -> bool:
         if type(tool.get("name")) is not str or type(tool.get("input_schema")) is not dict:
             return False
         strict, description = tool.get("strict"), tool.get("description")
-        if strict is not None and type(strict) is not bool:
+        if not optional(strict, bool):
             return False
-        if description is not None and type(description) is not str:
+        if not optional(description, str):
             return False
     return True

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolltap.dialects._plain_fields import optional, plain_function
+
 __all__ = ["plainly_valid"]
 
 # Tuples, not sets: ``in`` on a tuple compares, so an unhashable value is just not found.
@@ -33,7 +35,7 @@ def plainly_valid(body: dict[str, Any], start: int) -> bool:
         for i in range(start, len(items)):  # the parse's own range, negative start too
             if not _plain_item(items[i]):
                 return False
-    elif items is not None and type(items) is not str:
+    elif not optional(items, str):
         return False
     return _plain_params(body) and _plain_tools(body.get("tools"))
 
@@ -73,10 +75,10 @@ def _plain_content(content: object) -> bool:
 
 def _plain_reasoning(item: dict[str, Any]) -> bool:
     signature = item.get("encrypted_content")
-    if signature is not None and type(signature) is not str:
+    if not optional(signature, str):
         return False
     summary = item.get("summary")
-    if summary is not None and type(summary) is not list:
+    if not optional(summary, list):
         return False
     if summary:
         return _plain_texts(summary)
@@ -94,18 +96,18 @@ def _plain_texts(entries: list[Any]) -> bool:
 def _plain_params(body: dict[str, Any]) -> bool:
     for name in ("instructions", "model", "user"):
         value = body.get(name)
-        if value is not None and type(value) is not str:
+        if not optional(value, str):
             return False
     for name in ("stream", "parallel_tool_calls"):
         value = body.get(name)
-        if value is not None and type(value) is not bool:
+        if not optional(value, bool):
             return False
     for name in ("temperature", "top_p"):
         value = body.get(name)
-        if value is not None and type(value) is not float and type(value) is not int:
+        if not optional(value, float, int):
             return False
     limit = body.get("max_output_tokens")
-    if limit is not None and type(limit) is not int:
+    if not optional(limit, int):
         return False
     return _plain_tool_choice(body.get("tool_choice"))
 
@@ -129,14 +131,6 @@ def _plain_tools(tools: object) -> bool:
             return False
         if tool.get("type") != "function":
             continue  # hosted tools are kept whole as an extra: nothing in them is read
-        if type(tool.get("name")) is not str:
-            return False
-        strict, description = tool.get("strict"), tool.get("description")
-        if strict is not None and type(strict) is not bool:
-            return False
-        if description is not None and type(description) is not str:
-            return False
-        parameters = tool.get("parameters")
-        if parameters is not None and type(parameters) is not dict:
+        if not plain_function(tool):
             return False
     return True
