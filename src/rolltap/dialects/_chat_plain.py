@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.dialects._plain_fields import optional, plain_function
+from rolltap.dialects._plain_fields import optional, plain_function, plain_list
 
 __all__ = ["plainly_valid"]
 
@@ -32,7 +32,7 @@ def plainly_valid(body: dict[str, Any], start: int) -> bool:
     for i in range(start, len(messages)):
         if not _plain_message(messages[i]):
             return False
-    return _plain_params(body) and _plain_tools(body.get("tools"))
+    return _plain_params(body) and plain_list(body.get("tools"), _plain_tool)
 
 
 def _plain_message(msg: dict[str, Any]) -> bool:
@@ -40,20 +40,18 @@ def _plain_message(msg: dict[str, Any]) -> bool:
         return False
     if msg.get("role") != "assistant":
         return True
-    calls = msg.get("tool_calls")
-    if calls is None:
-        return True
-    if type(calls) is not list:
-        return False
-    for call in calls:
-        if type(call) is not dict or call.get("type", "function") != "function":
-            return False
-        fn = call.get("function")
-        if type(fn) is not dict or type(call.get("id")) is not str:
-            return False
-        if type(fn.get("name")) is not str or type(fn.get("arguments")) is not str:
-            return False
-    return True
+    return plain_list(msg.get("tool_calls"), _plain_call)
+
+
+def _plain_call(call: dict[str, Any]) -> bool:
+    fn = call.get("function")
+    return (
+        call.get("type", "function") == "function"
+        and type(fn) is dict
+        and type(call.get("id")) is str
+        and type(fn.get("name")) is str
+        and type(fn.get("arguments")) is str
+    )
 
 
 def _plain_content(content: object) -> bool:
@@ -89,17 +87,8 @@ def _plain_params(body: dict[str, Any]) -> bool:
     return type(body.get("tool_choice")) is not dict
 
 
-def _plain_tools(tools: object) -> bool:
-    if tools is None:
-        return True
-    if type(tools) is not list:
-        return False
-    for tool in tools:
-        if type(tool) is not dict:
-            return False
-        if tool.get("type", "function") != "function":
-            continue  # kept whole as an extra: nothing in it is read
-        fn = tool.get("function")
-        if type(fn) is not dict or not plain_function(fn):
-            return False
-    return True
+def _plain_tool(tool: dict[str, Any]) -> bool:
+    if tool.get("type", "function") != "function":
+        return True  # kept whole as an extra: nothing in it is read
+    fn = tool.get("function")
+    return type(fn) is dict and plain_function(fn)

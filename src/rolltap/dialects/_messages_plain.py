@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.dialects._plain_fields import optional
+from rolltap.dialects._plain_fields import optional, plain_list
 
 __all__ = ["plainly_valid"]
 
@@ -42,7 +42,7 @@ def plainly_valid(body: dict[str, Any], start: int) -> bool:
         _plain_system(body.get("system"))
         and _plain_params(body)
         and _plain_tool_choice(body.get("tool_choice"))
-        and _plain_tools(body.get("tools"))
+        and plain_list(body.get("tools"), _plain_tool)
     )
 
 
@@ -148,22 +148,13 @@ def _plain_tool_choice(choice: object) -> bool:
     return no_parallel is None or type(no_parallel) is bool
 
 
-def _plain_tools(tools: object) -> bool:
-    if tools is None:
-        return True
-    if type(tools) is not list:
-        return False
-    for tool in tools:
-        if type(tool) is not dict:
-            return False
-        kind = tool.get("type")
-        if kind is not None and kind != "custom":
-            continue  # a server tool, kept whole as an extra: nothing in it is read
-        if type(tool.get("name")) is not str or type(tool.get("input_schema")) is not dict:
-            return False
-        strict, description = tool.get("strict"), tool.get("description")
-        if not optional(strict, bool):
-            return False
-        if not optional(description, str):
-            return False
-    return True
+def _plain_tool(tool: dict[str, Any]) -> bool:
+    kind = tool.get("type")
+    if kind is not None and kind != "custom":
+        return True  # a server tool, kept whole as an extra: nothing in it is read
+    return (
+        type(tool.get("name")) is str
+        and type(tool.get("input_schema")) is dict
+        and optional(tool.get("strict"), bool)
+        and optional(tool.get("description"), str)
+    )

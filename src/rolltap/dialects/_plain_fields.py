@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["optional", "plain_function"]
+__all__ = ["optional", "plain_function", "plain_list"]
 
 
 def optional(value: object, *kinds: type) -> bool:
@@ -28,3 +28,14 @@ def plain_function(fn: Mapping[str, Any]) -> bool:
         and optional(fn.get("description"), str)
         and optional(fn.get("parameters"), dict)
     )
+
+
+def plain_list(value: object, plain: Callable[[dict[str, Any]], bool]) -> bool:
+    """``value`` is absent (None), or a list of objects each of which is ``plain``.
+
+    >>> plain_list(None, bool), plain_list([{"a": 1}], bool), plain_list([{}], bool)
+    (True, True, False)
+    """
+    if value is None:
+        return True
+    return type(value) is list and all(type(item) is dict and plain(item) for item in value)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.dialects._plain_fields import optional, plain_function
+from rolltap.dialects._plain_fields import optional, plain_function, plain_list
 
 __all__ = ["plainly_valid"]
 
@@ -37,7 +37,7 @@ def plainly_valid(body: dict[str, Any], start: int) -> bool:
                 return False
     elif not optional(items, str):
         return False
-    return _plain_params(body) and _plain_tools(body.get("tools"))
+    return _plain_params(body) and plain_list(body.get("tools"), _plain_tool)
 
 
 def _plain_item(item: object) -> bool:
@@ -121,16 +121,7 @@ def _plain_tool_choice(choice: object) -> bool:
     return choice.get("type") != "function" or type(choice.get("name")) is str
 
 
-def _plain_tools(tools: object) -> bool:
-    if tools is None:
-        return True
-    if type(tools) is not list:
-        return False
-    for tool in tools:
-        if type(tool) is not dict:
-            return False
-        if tool.get("type") != "function":
-            continue  # hosted tools are kept whole as an extra: nothing in them is read
-        if not plain_function(tool):
-            return False
-    return True
+def _plain_tool(tool: dict[str, Any]) -> bool:
+    if tool.get("type") != "function":
+        return True  # hosted tools are kept whole as an extra: nothing in them is read
+    return plain_function(tool)
