@@ -1,5 +1,6 @@
 """Single edits of a request body, for the tests of the validators' shortcuts
-(``plainly_valid`` of :mod:`rolltap.dialects._chat_plain` and ``_messages_plain``).
+(``plainly_valid`` of :mod:`rolltap.dialects._chat_plain`, ``_messages_plain`` and
+``_responses_plain``), and the check that what is not plain is still refused by name.
 
 A shortcut is sound when every body it calls plain passes the parse; these edits put a
 bad value (or nothing) at each place of a body the parse accepts, so each check the
@@ -9,10 +10,14 @@ shortcut makes meets a body that only that check refuses.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["REMOVED", "edit", "places", "single_edits"]
+import pytest
+
+from rolltap.errors import InvalidRequestError
+
+__all__ = ["REMOVED", "edit", "places", "refused_field", "single_edits"]
 
 REMOVED = object()
 """The edit that deletes the key at a place instead of setting it."""
@@ -55,3 +60,19 @@ def single_edits(body: dict[str, Any], junk: Sequence[Any]) -> Iterator[dict[str
             changed = copy.deepcopy(body)
             if edit(changed, place, value):
                 yield changed
+
+
+Body = dict[str, Any]
+
+
+def refused_field(
+    body: Body,
+    plainly_valid: Callable[[Body, int], bool],
+    validate_body: Callable[[Body, int], Any],
+) -> str | None:
+    """The field a dialect's validation names for ``body``, which its shortcut must not
+    call plain (the parse is what names it)."""
+    assert not plainly_valid(body, 0)
+    with pytest.raises(InvalidRequestError) as caught:
+        validate_body(body, 0)
+    return caught.value.field
