@@ -16,6 +16,7 @@ no worker for ``start_timeout_s`` fails the run with ``workers_lost`` instead of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -48,7 +49,7 @@ from rolltap.serve.config import ServeConfig
 from rolltap.serve.fleet import Fleet
 from rolltap.serve.protocol import RolloutSpec
 from rolltap.serve.supervisor import Supervisor
-from rolltap.store import StoreFullError, StoreUnavailableError
+from rolltap.store import StoreFullError, StoreUnavailableError, WriterStats
 
 __all__ = ["EvalDriver", "resume_eval", "run_eval"]
 
@@ -191,6 +192,8 @@ class EvalDriver:
         failure: RolltapError | None = None
         async with asyncio.TaskGroup() as group:
             helpers = [group.create_task(self._watch_fleet(supervisor))]
+            if (report := self.hooks.on_store) is not None:
+                helpers.append(group.create_task(self._watch_store(supervisor, report)))
             try:
                 while (specs and not self.stopping) or self._inflight:
                     if specs and not self.stopping:
@@ -217,6 +220,20 @@ class EvalDriver:
         while True:
             await fleet.wait_until(_ready_count_is_not(len(fleet.ready())))
             await self._landed.put(None)
+
+    @staticmethod
+    async def _watch_store(supervisor: Supervisor, report: Callable[[WriterStats], None]) -> None:
+        """Once a second, every writer's state as one (the progress line shows an outage):
+        the driver's own writer's counters, the health of all of them (the workers' too,
+        on PostgreSQL and MySQL, where each worker writes)."""
+        while True:
+            state = supervisor.store_state()
+            report(dataclasses.replace(
+                supervisor.store.stats(), pending_commits=state["pending_commits"],
+                pending_bytes=state["pending_bytes"], unavailable_s=state["unavailable_s"],
+                full_s=state["full_s"],
+            ))  # fmt: skip
+            await asyncio.sleep(1.0)
 
     async def _submit(
         self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]

@@ -340,6 +340,11 @@ class Supervisor:
             raise RolloutNotFoundError(f"no rollout {rollout_id!r} (or it finished long ago)")
         return {"id": rollout_id, "batch": result["batch"], "state": "finished", "result": result}
 
+    def store_state(self) -> dict[str, Any]:
+        """Whether the store takes new rollouts, and what every writer holds meanwhile
+        (the supervisor's and each ready worker's: :meth:`StoreGate.state`)."""
+        return self._gate.state()
+
     def status(self) -> dict[str, Any]:
         """The service at a glance (``GET /status``, and the metrics)."""
         fleet = self.fleet
@@ -359,6 +364,6 @@ class Supervisor:
             "store": {
                 "backend": self.store.backend,
                 "url": mask_url(self.store.url),
-                **self._gate.state(),
+                **self.store_state(),
             },
         }
