@@ -41,7 +41,7 @@ import orjson
 import psutil
 from _cputree import TreeCpu
 from _plots import pyplot
-from _procs import free_port, rolltap_process
+from _procs import cpu_seconds, free_port, rolltap_process
 from _ray_cluster import two_node_cluster
 
 from rolltap.rollouts import Hooks, RunConfig
@@ -203,9 +203,11 @@ async def one_wave(
     hooks = Hooks(on_plan=lambda _run, _n: mark("plan"), on_result=lambda _res: mark("last"))
     async with peaks_during(upstream) as peaks:
         with TreeCpu(exclude={upstream.pid}) as cpu:
+            sim0 = cpu_seconds(upstream)
             t0 = time.perf_counter()
             result = await run_eval(_config(c, port, tasks, store, mode), hooks=hooks)
             total = time.perf_counter() - t0
+            sim_cpu = cpu_seconds(upstream) - sim0
     wall = marks["last"] - marks["plan"]
     ideal = shape.turns * shape.latency.per_call_s
     calls = max(1, sum(r.calls.calls for r in result.results))
@@ -228,6 +230,10 @@ async def one_wave(
         # but the simulator (and Ray's own processes, apart)
         "cpu_ms_per_call": 1000 * (spent.get("driver", 0.0) + spent.get("worker", 0.0)) / calls,
         "ray_cpu_ms_per_call": 1000 * spent.get("ray", 0.0) / calls,
+        # of which the driver's (with --workers/--ray: the SQLite writer, the feed), and
+        # the simulator's own, which shares the cores
+        "driver_cpu_ms_per_call": 1000 * spent.get("driver", 0.0) / calls,
+        "sim_cpu_ms_per_call": 1000 * sim_cpu / calls,
     }  # fmt: skip
 
 
@@ -275,14 +281,15 @@ def _mb(values: list[float]) -> str:
 def _print(rows: list[dict[str, Any]]) -> None:
     print(f"{'mode':<16} {'C':>5} {'wall s':>7} {'/ideal':>6} {'start s':>7} {'q1/q4':>5} "
           f"{'errors':>6} {'conns':>5} {'peak RSS/worker MB':>18} {'driver MB':>9} "
-          f"{'CPU ms/call':>11} {'ray ms/call':>11}  walls")  # fmt: skip
+          f"{'CPU ms/call':>11} {'driver':>6} {'sim':>5} {'ray ms/call':>11}  walls")  # fmt: skip
     for r in rows:
         walls = " ".join(f"{w:.1f}" for w in r["walls"]) if len(r["walls"]) > 1 else ""
         print(
             f"{r['mode']:<16} {r['C']:>5} {r['wall_s']:>7.1f} {r['wall/ideal']:>6.2f} "
             f"{r['start_s']:>7.1f} {r['q1/q4']:>5.2f} {r['errors']:>6} {r['connections']:>5} "
             f"{_mb(r['worker_rss_mb']):>18} {r['driver_rss_mb']:>9.0f} "
-            f"{r['cpu_ms_per_call']:>11.2f} {r['ray_cpu_ms_per_call']:>11.2f}  {walls}"
+            f"{r['cpu_ms_per_call']:>11.2f} {r['driver_cpu_ms_per_call']:>6.2f} "
+            f"{r['sim_cpu_ms_per_call']:>5.2f} {r['ray_cpu_ms_per_call']:>11.2f}  {walls}"
         )
 
 
