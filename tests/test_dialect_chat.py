@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -113,52 +112,3 @@ def test_conversation_index_agrees_with_walking_every_prefix(convos: list[list[A
     for convo in convos:
         match = index.match(convo)
         assert (match.length, match.digest) == _reference_match(seen, convo)
-
-
-_SHA256 = hashlib.sha256
-
-
-class _CountingSHA256:
-    """hashlib.sha256 that counts the bytes it is fed (its copies share the count)."""
-
-    def __init__(self, data: bytes | memoryview = b"", *, counter: list[int] | None = None):
-        self._h, self.counter = _SHA256(), counter if counter is not None else [0]
-        self.update(data)
-
-    def update(self, data: bytes | memoryview, /) -> None:
-        self.counter[0] += len(data)
-        self._h.update(data)
-
-    def digest(self) -> bytes:
-        return self._h.digest()
-
-    def copy(self) -> _CountingSHA256:
-        out = _CountingSHA256(counter=self.counter)
-        out._h = self._h.copy()
-        return out
-
-
-def test_conversation_index_hashes_a_body_once_among_siblings(monkeypatch: Any) -> None:
-    """A group of samples of one prompt: many earlier conversations of the new one's
-    length that end alike. The longest true prefix is found, and the dump is hashed
-    once, not once per candidate."""
-    import rolltap.gateway.conversation as conversation
-
-    counted: list[_CountingSHA256] = []
-
-    def sha256(data: bytes | memoryview = b"") -> _CountingSHA256:
-        counted.append(_CountingSHA256(data))
-        return counted[-1]
-
-    monkeypatch.setattr(conversation, "hashlib", SimpleNamespace(sha256=sha256))
-    index = ConversationIndex()
-    base = [{"role": "user", "content": "task " * 200}]
-    index.match(base)
-    for i in range(5):  # siblings: same size, same last bytes
-        index.match([*base, {"role": "assistant", "content": f"{i}: the answer"}])
-    messages = [*base, {"role": "assistant", "content": "9: the answer"}]
-    counted.clear()
-    found = index.find(messages)
-    assert found.match.length == 1 and found.dump is not None
-    assert sum(h.counter[0] for h in counted) <= len(found.dump) + 8  # + a "]" per candidate
-    assert index.remember(found, "chat").length == 1

@@ -9,9 +9,8 @@ body of any dialect.
 Matching costs O(body) in C and O(new messages) in Python: the conversation is
 serialized once (``orjson``, sorted keys, so key order does not matter) and an earlier
 conversation of ``L`` bytes is a prefix exactly when the first ``L - 1`` bytes agree and
-the next one ends an array element. Candidates are filtered by that byte and their
-last bytes, then hashed shortest first by one running SHA-256: the dump is hashed once,
-however many earlier conversations it could extend. The digest an event names is a
+the next one ends an array element. Candidates are tried longest first, filtered by
+that byte and their last bytes before a prefix is hashed. The digest an event names is a
 rolling SHA-256 over each message: it resumes from the prefix's state, so only the new
 messages are serialized one by one. The harness validates only the messages past a
 prefix that was validated in its dialect (:meth:`Found.validated`).
@@ -76,8 +75,7 @@ class Found:
     dump: bytes | None
     known: _Known | None
     generation: int
-    #: SHA-256 state over the dump's first ``hashed`` bytes (up to the end of the
-    #: longest candidate, without its "]")
+    #: SHA-256 state over the dump's first ``hashed`` bytes (the prefix, without its "]")
     hashed: int = 0
     head: _Hash | None = None
 
@@ -104,38 +102,27 @@ class ConversationIndex:
     _generation: int = 0
 
     def find(self, messages: list[Any]) -> Found:
-        """The longest known conversation that ``messages`` extends (nothing remembered).
-
-        The candidates that pass the byte filters are hashed shortest first with one
-        running SHA-256, so the dump is hashed at most once however many there are
-        (siblings of one length, as a group of samples of one prompt sends); the state
-        is handed to :meth:`remember`, which hashes only the rest.
-        """
+        """The longest known conversation that ``messages`` extends (nothing remembered)."""
         try:
             dump = orjson.dumps(messages, option=_SORTED) if messages else None
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:
             return Found(messages, None, None, self._generation)
-        view, state, hashed = memoryview(dump), hashlib.sha256(), 0
-        best: _Known | None = None
-        for end in self._candidates(dump):
-            state.update(view[hashed:end])
-            hashed = end
-            closed = state.copy()
-            closed.update(b"]")
-            best = self._known.get(closed.digest(), best)
-        return Found(messages, dump, best, self._generation, hashed, state)
-
-    def _candidates(self, dump: bytes) -> list[int]:
-        """Where a known conversation could end in ``dump`` (its size less the "]"),
-        ascending: the sizes whose end byte and last bytes agree."""
-        ends = []
-        for size in self._sizes[: bisect.bisect_right(self._sizes, len(dump))]:
-            end = size - 1
-            if dump[end] in _ENDS and dump[max(1, end - _TAIL) : end] in self._tails[size]:
-                ends.append(end)
-        return ends
+        view, sizes = memoryview(dump), self._sizes
+        for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
+            size = sizes[i]
+            if dump[size - 1] not in _ENDS:
+                continue
+            if dump[max(1, size - 1 - _TAIL) : size - 1] not in self._tails[size]:
+                continue
+            head: _Hash = hashlib.sha256(view[: size - 1])
+            h = head.copy()
+            h.update(b"]")
+            known = self._known.get(h.digest())
+            if known is not None:
+                return Found(messages, dump, known, self._generation, size - 1, head)
+        return Found(messages, dump, None, self._generation)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
@@ -156,7 +143,7 @@ class ConversationIndex:
         if known is not None:
             self._keep(known)
         full = hashlib.sha256() if found.head is None else found.head.copy()
-        full.update(memoryview(dump)[found.hashed :])  # only the bytes find did not hash
+        full.update(memoryview(dump)[found.hashed :])  # only the bytes past the prefix
         self._add(dump, full.digest(), _Known(len(messages), state.digest(), dialect, state))
         return found.match
 
