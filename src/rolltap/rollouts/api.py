@@ -44,6 +44,7 @@ __all__ = [
     "evaluate",
     "execute",
     "load_run_tasks",
+    "report_store",
     "resume",
     "run_endpoint",
     "store_summary",
@@ -135,9 +136,12 @@ def _limits(config: LimitsConfig) -> RolloutLimits | None:
     return RolloutLimits(config.max_turns, config.max_tokens, config.timeout_s)
 
 
-async def _watch_store(store: Store, report: Callable[[WriterStats], None]) -> None:
+async def report_store(
+    stats: Callable[[], WriterStats], report: Callable[[WriterStats], None]
+) -> None:
+    """Hand ``report`` (``Hooks.on_store``) the writer's state once a second, forever."""
     while True:
-        report(store.stats())
+        report(stats())
         await asyncio.sleep(1.0)
 
 
@@ -148,7 +152,7 @@ async def _run_watched(
     if report is None:
         return await runner.run(items)
     async with asyncio.TaskGroup() as group:
-        watcher = group.create_task(_watch_store(store, report))
+        watcher = group.create_task(report_store(store.stats, report))
         try:
             return await runner.run(items)
         finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -33,6 +34,7 @@ from rolltap.rollouts.api import (
     RunResult,
     execute,
     load_run_tasks,
+    report_store,
     run_endpoint,
     store_summary,
     stored_run_config,
@@ -193,7 +195,8 @@ class EvalDriver:
         async with asyncio.TaskGroup() as group:
             helpers = [group.create_task(self._watch_fleet(supervisor))]
             if (report := self.hooks.on_store) is not None:
-                helpers.append(group.create_task(self._watch_store(supervisor, report)))
+                stats = functools.partial(self._store_stats, supervisor)
+                helpers.append(group.create_task(report_store(stats, report)))
             try:
                 while (specs and not self.stopping) or self._inflight:
                     if specs and not self.stopping:
@@ -222,18 +225,16 @@ class EvalDriver:
             await self._landed.put(None)
 
     @staticmethod
-    async def _watch_store(supervisor: Supervisor, report: Callable[[WriterStats], None]) -> None:
-        """Once a second, every writer's state as one (the progress line shows an outage):
-        the driver's own writer's counters, the health of all of them (the workers' too,
-        on PostgreSQL and MySQL, where each worker writes)."""
-        while True:
-            state = supervisor.store_state()
-            report(dataclasses.replace(
-                supervisor.store.stats(), pending_commits=state["pending_commits"],
-                pending_bytes=state["pending_bytes"], unavailable_s=state["unavailable_s"],
-                full_s=state["full_s"],
-            ))  # fmt: skip
-            await asyncio.sleep(1.0)
+    def _store_stats(supervisor: Supervisor) -> WriterStats:
+        """Every writer's state as one (the progress line shows an outage): the driver's
+        own writer's counters, the health of all of them (the workers' too, on PostgreSQL
+        and MySQL, where each worker writes)."""
+        state = supervisor.store_state()
+        return dataclasses.replace(
+            supervisor.store.stats(), pending_commits=state["pending_commits"],
+            pending_bytes=state["pending_bytes"], unavailable_s=state["unavailable_s"],
+            full_s=state["full_s"],
+        )  # fmt: skip
 
     async def _submit(
         self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]
