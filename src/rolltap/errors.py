@@ -31,6 +31,7 @@ __all__ = [
     "LimitReachedError",
     "MalformedJSONError",
     "MethodNotAllowedError",
+    "MissingAgentError",
     "MissingExtraError",
     "ModelPoolClosedError",
     "ModelPoolFullError",
@@ -119,6 +120,28 @@ class MissingExtraError(ConfigError):
     def for_extra(cls, extra: str, what: str) -> MissingExtraError:
         return cls(f"{what} is not installed; install the {extra!r} extra: "
                    f"pip install 'rolltap[{extra}]'")  # fmt: skip
+
+
+class MissingAgentError(ConfigError):
+    """The CLI agent a built-in agent harness runs (``claude``, ``codex``) is not installed;
+    the hint names the npm package.
+
+    >>> err = MissingAgentError.for_agent("codex", "codex", "ROLLTAP_CODEX", "@openai/codex")
+    >>> (err.code, err.hint)
+    ('missing_agent', 'npm install -g @openai/codex')
+    """
+
+    code = "missing_agent"
+
+    @classmethod
+    def for_agent(
+        cls, kind: str, binary: str, variable: str, package: str, *, given: str | None = None
+    ) -> MissingAgentError:
+        where = (f"{variable}={given} is not an executable file" if given is not None
+                 else f"{binary!r} is not on PATH and {variable} is not set")  # fmt: skip
+        err = cls(f"the {kind} harness runs the {binary} CLI: {where}")
+        err.hint = f"npm install -g {package}"
+        return err
 
 
 class AmbiguousIdError(UsageError):

@@ -44,6 +44,22 @@ temperature = 0.0
 max_tokens = 8
 ```
 
+The agent harnesses (``claude-code``, ``codex``) take their flags from a ``[harness]``
+table in place of ``harness = "…"`` (stored with the run as ``harness`` and
+``harness_options``; a task's own ``harness`` object wins field by field):
+
+```toml
+[harness]
+kind = "claude-code"          # or "codex"
+model = "claude-sonnet-4-5"   # the name the agent sends (the gateway rewrites it)
+max_turns = 8                 # claude-code: --max-turns
+allowed_tools = ["Bash", "Edit", "Read", "Write"]    # claude-code: --allowedTools
+permission_mode = "bypassPermissions"                # claude-code: --permission-mode
+# sandbox = "workspace-write" # codex: read-only, workspace-write, danger-full-access
+args = []                     # more CLI arguments, before the prompt
+env = {}                      # more environment variables for the agent
+```
+
 ``otel = true`` (and ``otel_content = true``) trace the run like ``--otel``; see README.
 """
 
@@ -57,6 +73,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
+from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
 
 __all__ = [
@@ -91,6 +108,8 @@ class RunConfig(BaseModel):
     name: str | None = None
     tasks: str | None = None
     harness: str | None = None
+    #: the agent harnesses' flags: the ``[harness]`` table's fields but ``kind``
+    harness_options: AgentOptions = Field(default_factory=AgentOptions)
     cmd: str | None = None
     n: int | None = Field(default=None, gt=0)
     r: int = Field(default=1, gt=0)
@@ -143,6 +162,17 @@ class RunConfig(BaseModel):
     #: how long a run's workers may take to start (and a Ray cluster to place them);
     #: also how long a run with work left waits for a lost worker to come back
     worker_start_timeout_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _harness_table(cls, data: Any) -> Any:
+        """``[harness]`` as a table: its ``kind`` is ``harness``, the rest its options."""
+        if not isinstance(data, dict) or not isinstance(data.get("harness"), dict):
+            return data
+        if data.get("harness_options"):
+            raise ValueError("give the agent's options in [harness] or harness_options, not both")
+        table = dict(data["harness"])
+        return {**data, "harness": table.pop("kind", None), "harness_options": table}
 
     @model_validator(mode="after")
     def _check_placement(self) -> RunConfig:

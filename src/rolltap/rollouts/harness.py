@@ -16,11 +16,13 @@ from typing import Any
 
 import httpx2
 
+from rolltap.errors import ConfigError
+from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 from rolltap.store import EventLog
 
-__all__ = ["Harness", "HarnessContext", "HarnessResult", "load_harness"]
+__all__ = ["AGENT_HARNESSES", "Harness", "HarnessContext", "HarnessResult", "load_harness"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,10 @@ class HarnessResult:
 
 Harness = Callable[[Task, HarnessContext], Awaitable["str | HarnessResult"]]
 
+#: the built-in agent harnesses: real CLI agents run as processes with a shell of their own
+#: (:mod:`rolltap.rollouts.agents`); a serve allowlist must name them
+AGENT_HARNESSES = frozenset({"claude-code", "codex"})
+
 
 def _builtins() -> dict[str, Harness]:
     from rolltap.rollouts.builtin import chat_harness, tool_agent_harness
@@ -72,14 +78,25 @@ def _builtins() -> dict[str, Harness]:
 
 
 def builtin_harness_names() -> frozenset[str]:
-    """The names of the built-in harnesses (those a serve allowlist always admits)."""
-    return frozenset(_builtins())
+    """The names of the built-in harnesses, the agents (:data:`AGENT_HARNESSES`) among
+    them; a serve allowlist always admits the others."""
+    return frozenset(_builtins()) | AGENT_HARNESSES
 
 
-def load_harness(spec: str) -> Harness:
-    """A built-in harness by name (``chat``, ``tool-agent``, ``messages-tool-agent``) or
-    ``module:function``."""
-    harness: Harness = load_callable(spec, _builtins(), "harness")
+def load_harness(spec: str, options: AgentOptions | None = None) -> Harness:
+    """A built-in harness by name (``chat``, ``tool-agent``, ``messages-tool-agent``,
+    ``claude-code``, ``codex``) or ``module:function``. ``options`` (the run's
+    ``[harness]`` table) are for the agent harnesses only; an agent's CLI that is not
+    installed is a :class:`~rolltap.errors.MissingAgentError`."""
+    if spec in AGENT_HARNESSES:
+        from rolltap.rollouts.agents import agent_harness
+
+        return agent_harness(spec, options)
+    if options is not None and options.is_set():
+        agents = ", ".join(sorted(AGENT_HARNESSES))
+        raise ConfigError(f"[harness] options are for the agent harnesses ({agents}), not {spec!r}")
+    builtins = {**_builtins(), **dict.fromkeys(AGENT_HARNESSES)}  # named in the error
+    harness: Harness = load_callable(spec, builtins, "harness")
     return harness
 
 

@@ -1,8 +1,8 @@
 """What a run needs, checked before anything starts: harness, rewards, endpoint, extras.
 
 A mistake here (an unknown harness or reward, an unset API-key variable, a missing
-extra) is a :class:`~rolltap.errors.ConfigError` raised before a store is opened, a
-model started or a run created.
+extra, an agent CLI that is not installed) is a :class:`~rolltap.errors.ConfigError`
+raised before a store is opened, a model started or a run created.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ def _harness_of(config: RunConfig, harness: Harness | None) -> Harness:
     if harness is not None:
         return harness
     if config.cmd is not None:
+        if config.harness_options.is_set():
+            raise ConfigError("[harness] options are for the agent harnesses, not --cmd")
         return command_harness(config.cmd)
     if config.harness is None:
         raise ConfigError("give a harness (--harness NAME|module:function) or --cmd")
-    return load_harness(config.harness)
+    return load_harness(config.harness, config.harness_options)
 
 
 #: the modules each extra a run may need provides (checked before anything starts)

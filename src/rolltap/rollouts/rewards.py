@@ -7,7 +7,15 @@ with ``info.regex``):
 * ``prefix`` — the stripped answer starts with the task's answer (pattern continuation);
 * ``contains`` — the task's answer occurs in the answer;
 * ``numeric`` — the first number in the answer equals the task's answer as a number;
-* ``regex`` — ``info.regex`` (else the task's answer) matches somewhere in the answer.
+* ``regex`` — ``info.regex`` (else the task's answer) matches somewhere in the answer;
+* ``check`` — the task's ``check`` command passed (exit 0) in the rollout's working
+  directory (:mod:`rolltap.rollouts.agent_check`; 0.0 for a task without one).
+
+A task that carries ``check`` is always scored by it: the ``check`` component is added
+(weight 1) when the rewards do not name it, and when the task has no ``answer`` the
+built-ins that compare the answer with it (all but ``check``, and ``regex`` without
+``info.regex``) are left out, having nothing to judge. Tasks without ``check`` are scored
+as before.
 
 ``--reward NAME[=WEIGHT]`` repeats; a custom reward is ``module:function``. The
 rollout's reward is the weighted **mean**, ``sum(w_i * r_i) / sum(w_i)``, so built-in
@@ -30,7 +38,7 @@ from typing import Any
 from rolltap.errors import ConfigError
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
-from rolltap.store import Event
+from rolltap.store import Event, EventKind
 
 __all__ = [
     "BUILTIN_REWARDS",
@@ -85,12 +93,29 @@ def regex(task: Task, answer: str, events: Sequence[Event]) -> float:
         return 0.0
 
 
+class CheckNotRunError(RuntimeError):
+    """A task with a ``check`` was scored, but its harness ran no check."""
+
+
+def check(task: Task, answer: str, events: Sequence[Event]) -> float:
+    if task.check is None:
+        return 0.0
+    for event in reversed(events):
+        if event.kind == EventKind.CHECK:
+            return float(event.payload.get("passed") is True)
+    raise CheckNotRunError(
+        "the task has a check but its harness ran none: checks run in a working directory, "
+        "with --harness claude-code|codex or --cmd"
+    )
+
+
 BUILTIN_REWARDS: dict[str, RewardFn] = {
     "exact": exact,
     "prefix": prefix,
     "contains": contains,
     "numeric": numeric,
     "regex": regex,
+    "check": check,
 }
 
 
@@ -133,16 +158,38 @@ class Scorer:
         self.specs = list(specs)
         self._fns = [_resolve(spec.name) for spec in self.specs]
 
+    def _judging(self, task: Task) -> list[tuple[RewardSpec, RewardFn]]:
+        """The components that score ``task`` (see the module docstring on ``check``)."""
+        parts = list(zip(self.specs, self._fns, strict=True))
+        if task.check is None:
+            return parts
+        if task.answer is None:
+            parts = [(spec, fn) for spec, fn in parts if _judges_without_answer(spec, task)]
+        if not any(spec.name == "check" for spec, _ in parts):
+            parts.append((RewardSpec("check"), check))
+        return parts
+
     async def score(
         self, task: Task, answer: str, events: Sequence[Event]
     ) -> tuple[float, dict[str, float]]:
         """``(reward, {component: value})``; a reward function's error propagates."""
         components: dict[str, float] = {}
-        for spec, fn in zip(self.specs, self._fns, strict=True):
+        parts = self._judging(task)
+        for spec, fn in parts:
             value: Any = fn(task, answer, events)
             if inspect.isawaitable(value):
                 value = await value
             components[spec.name] = float(value)
-        total = sum(spec.weight for spec in self.specs)
-        reward = sum(components[s.name] * s.weight for s in self.specs) / total
+        total = sum(spec.weight for spec, _ in parts)
+        reward = sum(components[spec.name] * spec.weight for spec, _ in parts) / total
         return reward, components
+
+
+#: the built-ins that compare the answer with the task's ``answer``
+_ANSWER_REWARDS = frozenset({"exact", "prefix", "contains", "numeric", "regex"})
+
+
+def _judges_without_answer(spec: RewardSpec, task: Task) -> bool:
+    if spec.name == "regex":
+        return isinstance(task.info.get("regex"), str)
+    return spec.name not in _ANSWER_REWARDS

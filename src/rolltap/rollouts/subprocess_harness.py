@@ -3,34 +3,33 @@
 The command runs through the shell in its own process group, with the rollout's
 gateway URLs and secret in its environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``ROLLTAP_MODEL``, ``ROLLTAP_ROLLOUT_ID``),
-the task as JSON in ``ROLLTAP_TASK_FILE`` and a path to write its answer to in
-``ROLLTAP_RESULT_FILE``. The answer is that file's content when written, else stdout.
-The last 64 KiB of stdout and stderr are appended to the rollout's log as
-``harness_output`` events. On timeout or cancellation the whole group is killed, and
-so it is when rolltap itself dies, ``kill -9`` included (:mod:`rolltap.proc.guard`).
+the task as JSON in ``ROLLTAP_TASK_FILE``, a path to write its answer to in
+``ROLLTAP_RESULT_FILE`` and a fresh directory holding the task's ``files`` in
+``ROLLTAP_WORKDIR`` (the command itself runs in rolltap's working directory). The answer
+is the result file's content when written, else stdout; then the task's ``check``, if
+any, runs in ``ROLLTAP_WORKDIR`` (:mod:`rolltap.rollouts.agent_check`). The last 64 KiB
+of stdout and stderr are appended to the rollout's log as ``harness_output`` events. On
+timeout or cancellation the whole group is killed, with any descendant that left it
+(:func:`~rolltap.rollouts.process.run_process`), and so it is when rolltap itself dies,
+``kill -9`` included (:mod:`rolltap.proc.guard`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import tempfile
 from pathlib import Path
 
 import orjson
 
-from rolltap.proc import guard, prepare, release
+from rolltap.rollouts.agent_check import run_task_check
+from rolltap.rollouts.agent_workdir import place_files
 from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult
+from rolltap.rollouts.process import ProcessOutput, record_output, run_process
 from rolltap.rollouts.tasks import Task
-from rolltap.store import EventKind
 
 __all__ = ["HarnessExitError", "command_harness"]
-
-#: how much of each output stream is kept
-OUTPUT_LIMIT = 64 * 1024
-_CHUNK = 16 * 1024
 
 
 class HarnessExitError(RuntimeError):
@@ -41,21 +40,7 @@ class HarnessExitError(RuntimeError):
         self.returncode = returncode
 
 
-async def _tail(stream: asyncio.StreamReader | None) -> tuple[bytes, int]:
-    """Read a stream to its end keeping its last ``OUTPUT_LIMIT`` bytes; (tail, total)."""
-    if stream is None:
-        return b"", 0
-    kept = bytearray()
-    total = 0
-    while chunk := await stream.read(_CHUNK):
-        total += len(chunk)
-        kept += chunk
-        if len(kept) > OUTPUT_LIMIT:
-            del kept[: len(kept) - OUTPUT_LIMIT]
-    return bytes(kept), total
-
-
-def _env(task_file: Path, result_file: Path, ctx: HarnessContext) -> dict[str, str]:
+def _env(tmp: Path, ctx: HarnessContext) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         OPENAI_BASE_URL=ctx.openai_base_url,
@@ -64,61 +49,37 @@ def _env(task_file: Path, result_file: Path, ctx: HarnessContext) -> dict[str, s
         ANTHROPIC_API_KEY=ctx.api_key,
         ROLLTAP_MODEL=ctx.model,
         ROLLTAP_ROLLOUT_ID=ctx.rollout_id,
-        ROLLTAP_TASK_FILE=str(task_file),
-        ROLLTAP_RESULT_FILE=str(result_file),
+        ROLLTAP_TASK_FILE=str(tmp / "task.json"),
+        ROLLTAP_RESULT_FILE=str(tmp / "result.txt"),
+        ROLLTAP_WORKDIR=str(tmp / "work"),
         ROLLTAP_SAMPLING=orjson.dumps(ctx.sampling).decode(),
     )
     return env
-
-
-def _kill_group(pgid: int) -> None:
-    """Kill whatever is left of the command's process group (its own session)."""
-    # ProcessLookupError: the whole group is gone already, nothing to kill.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-async def _run(command: str, env: dict[str, str], ctx: HarnessContext) -> tuple[int, bytes]:
-    process = await asyncio.create_subprocess_shell(
-        command,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        preexec_fn=prepare(),
-    )
-    guard(process.pid)  # killed with its whole group should rolltap die first
-    try:
-        async with asyncio.TaskGroup() as group:
-            out = group.create_task(_tail(process.stdout))
-            err = group.create_task(_tail(process.stderr))
-            returncode = await process.wait()
-            _kill_group(process.pid)  # stragglers would hold the pipes open
-    finally:
-        _kill_group(process.pid)
-        release(process.pid)
-    for stream, (data, total) in (("stdout", out.result()), ("stderr", err.result())):
-        if total:
-            ctx.log.append(
-                EventKind.HARNESS_OUTPUT,
-                {"stream": stream, "text": data.decode(errors="replace"), "bytes": total},
-            )
-    if returncode != 0:
-        raise HarnessExitError(returncode, err.result()[0].decode(errors="replace"))
-    return returncode, out.result()[0]
 
 
 def command_harness(command: str) -> Harness:
     """A harness that runs ``command`` (a shell line) for each rollout."""
 
     async def run_command(task: Task, ctx: HarnessContext) -> HarnessResult:
-        with tempfile.TemporaryDirectory(prefix="rolltap-") as tmp:
-            task_file, result_file = Path(tmp) / "task.json", Path(tmp) / "result.txt"
-            task_file.write_bytes(orjson.dumps(task.to_dict()))
-            _, stdout = await _run(command, _env(task_file, result_file, ctx), ctx)
+        with tempfile.TemporaryDirectory(prefix="rolltap-", ignore_cleanup_errors=True) as tmp:
+            root = Path(tmp)
+            (root / "task.json").write_bytes(orjson.dumps(task.to_dict()))
+            (root / "work").mkdir()
+            if task.files:
+                await asyncio.to_thread(place_files, root / "work", task.files)
+            output = ProcessOutput()
+            returncode = await run_process(command, _env(root, ctx), output)
+            record_output(ctx.log, output)
+            if returncode != 0:
+                raise HarnessExitError(returncode, output.stderr.text())
+            result_file = root / "result.txt"
             if result_file.exists():
-                return HarnessResult(result_file.read_text(errors="replace"))
-            return HarnessResult(stdout.decode(errors="replace"))
+                answer = result_file.read_text(errors="replace")
+            else:
+                answer = output.stdout.text()
+            # the check sees what the command left, in rolltap's environment (the
+            # rollout's secret is not in it)
+            await run_task_check(task, root / "work", dict(os.environ), ctx.log)
+            return HarnessResult(answer)
 
     return run_command

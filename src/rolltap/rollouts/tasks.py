@@ -2,7 +2,12 @@
 
 Each task has a ``prompt`` (a string) or ``messages`` (OpenAI chat messages), an
 optional ``answer``, an optional ``info`` object, and an ``id`` (default: its 1-based
-line or row number, as a string).
+line or row number, as a string). For harnesses that work in a directory (the agent
+kinds ``claude-code`` and ``codex``, and ``--cmd``) a task may also carry ``files``
+(``{"relative/path": "content"}``, placed in the rollout's fresh working directory),
+``check`` (a shell command run there after the harness exits: exit 0 scores 1.0, see
+:mod:`rolltap.rollouts.agent_check`), ``check_timeout_s`` (default 60) and ``harness``
+(agent flags over the run's ``[harness]`` table, see :class:`AgentOptions`).
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
@@ -13,15 +18,17 @@ line or row number, as a string).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
 
 from rolltap.errors import ConfigError
+from rolltap.rollouts.agent_options import AgentOptions, options_from
 
 __all__ = ["Task", "load_tasks", "task_from_dict"]
 
@@ -35,6 +42,13 @@ class Task:
     messages: list[dict[str, Any]] | None = None
     answer: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: files to place in the rollout's working directory: relative path -> content
+    files: dict[str, str] = field(default_factory=dict)
+    #: a shell command run in the working directory once the harness exits (reward)
+    check: str | None = None
+    check_timeout_s: float | None = None
+    #: agent flags over the run's ``[harness]`` table
+    harness: AgentOptions | None = None
 
     def chat_messages(self) -> list[dict[str, Any]]:
         """The task as chat messages: ``messages`` as given, else one user ``prompt``."""
@@ -53,6 +67,14 @@ class Task:
             out["answer"] = self.answer
         if self.info:
             out["info"] = self.info
+        if self.files:
+            out["files"] = self.files
+        if self.check is not None:
+            out["check"] = self.check
+        if self.check_timeout_s is not None:
+            out["check_timeout_s"] = self.check_timeout_s
+        if self.harness is not None:
+            out["harness"] = self.harness.model_dump(exclude_defaults=True)
         return out
 
 
@@ -72,13 +94,45 @@ def task_from_dict(row: Mapping[str, Any], default_id: str) -> Task:
         raise ValueError("'info' must be an object")
     answer = row.get("answer")
     raw_id = row.get("id", default_id)
+    check, check_timeout = row.get("check"), row.get("check_timeout_s")
+    if check is not None and not (isinstance(check, str) and check.strip()):
+        raise ValueError("'check' must be a non-empty string (a shell command)")
+    if check_timeout is not None and not _positive(check_timeout):
+        raise ValueError("'check_timeout_s' must be a positive number")
     return Task(
         id=str(raw_id),
         prompt=prompt,
         messages=messages,
         answer=None if answer is None else str(answer),
         info=info,
+        files=_files(row.get("files")),
+        check=check,
+        check_timeout_s=None if check_timeout is None else float(check_timeout),
+        harness=options_from(row.get("harness"), "harness"),
     )
+
+
+def _positive(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value > 0
+
+
+def _files(value: object) -> dict[str, str]:
+    """``files`` checked: each path relative, inside the working directory, its content a
+    string (so a task can never write outside the rollout's directory)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("'files' must be an object: relative path -> content")
+    for path, content in value.items():
+        parts = PurePosixPath(path).parts
+        bad = not parts or "\0" in path or path.startswith("/") or path.endswith("/")
+        if bad or ".." in parts:
+            raise ValueError(f"'files': {path!r} must be a relative path inside the directory")
+        if not isinstance(content, str):
+            raise ValueError(f"'files': the content of {path!r} must be a string")
+    return dict(value)
 
 
 def _jsonl_rows(path: Path) -> Iterable[tuple[int, Any]]:

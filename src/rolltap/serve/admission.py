@@ -18,7 +18,7 @@ from rolltap.errors import (
     ServiceDrainingError,
     ServiceFullError,
 )
-from rolltap.rollouts.harness import builtin_harness_names
+from rolltap.rollouts.harness import AGENT_HARNESSES, builtin_harness_names
 from rolltap.rollouts.rewards import BUILTIN_REWARDS, parse_reward_spec
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.handle import WorkerHandle
@@ -49,13 +49,21 @@ def check_batch(config: ServeConfig, specs: Sequence[RolloutSpec], *, closed: bo
 
 def check_allowed(config: ServeConfig, spec: RolloutSpec, where: str) -> None:
     """``403 harness_not_allowed`` unless every piece of code ``spec`` names is a
-    built-in or on ``config.allow_harness`` (the caller holds the token, not a shell)."""
+    built-in or on ``config.allow_harness`` (the caller holds the token, not a shell).
+
+    The agent harnesses (``claude-code``, ``codex``) run shell commands the model (and so
+    the caller's prompt) chooses: they must be listed. A task's ``check`` is a shell
+    command too: it runs only under a listed agent harness (which runs commands anyway)
+    or when the command line itself is listed."""
     allowed = set(config.allow_harness)
     named: list[tuple[str, str]] = []
     if spec.cmd is not None:
         named.append(("cmd", spec.cmd))
-    elif spec.harness not in builtin_harness_names():
+    elif spec.harness in AGENT_HARNESSES or spec.harness not in builtin_harness_names():
         named.append(("harness", spec.harness))
+    check = spec.task.get("check")
+    if isinstance(check, str) and (spec.cmd is not None or spec.harness not in AGENT_HARNESSES):
+        named.append(("task.check", check))
     for reward in spec.rewards:
         name = parse_reward_spec(reward).name
         if name not in BUILTIN_REWARDS:

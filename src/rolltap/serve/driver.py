@@ -89,9 +89,11 @@ def _ready_count_is_not(count: int) -> Callable[[Fleet], bool]:
 
 
 def _spec(config: RunConfig, item: WorkItem, sampling: dict[str, Any]) -> RolloutSpec:
+    options = config.harness_options if config.harness_options.is_set() else None
     return RolloutSpec(
         task=item.task.to_dict(), sample=item.sample, harness=config.harness or "chat",
-        cmd=config.cmd, rewards=list(config.rewards), limits=config.limits, sampling=sampling,
+        harness_options=options, cmd=config.cmd, rewards=list(config.rewards),
+        limits=config.limits, sampling=sampling,
     )  # fmt: skip
 
 

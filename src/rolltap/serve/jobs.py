@@ -136,7 +136,7 @@ class JobFactory:
         #: where this worker's sessions say they ran (its node, its slot)
         self.node, self.worker_id = node, f"w{config.index}"
         self._models = {ep.name: ep.model for ep in config.endpoints}
-        self._harnesses: dict[tuple[str, str | None], Harness] = {}
+        self._harnesses: dict[tuple[str, str | None, str | None], Harness] = {}
         # one TLS context for every rollout of this worker: building one loads the CA
         # store (~40 ms of CPU and much memory), far too much per rollout
         self._ssl = ssl.create_default_context()
@@ -144,10 +144,11 @@ class JobFactory:
         self._unsaved = UnsavedFiles(config.unsaved_dir, config.index)
 
     def _harness(self, spec: RolloutSpec) -> Harness:
-        key = (spec.harness, spec.cmd)
+        options = spec.harness_options
+        key = (spec.harness, spec.cmd, None if options is None else options.model_dump_json())
         harness = self._harnesses.get(key)
         if harness is None:
-            harness = command_harness(spec.cmd) if spec.cmd else load_harness(spec.harness)
+            harness = command_harness(spec.cmd) if spec.cmd else load_harness(spec.harness, options)
             _bounded_put(self._harnesses, key, harness)
         return harness
 

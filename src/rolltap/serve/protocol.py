@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import RolltapError
+from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.config import LimitsConfig
 from rolltap.rollouts.rewards import parse_reward_spec
 from rolltap.rollouts.tasks import Task, task_from_dict
@@ -77,6 +78,20 @@ TASK_SCHEMA: dict[str, Any] = {
         "messages": {"type": ["array", "null"], "items": {"type": "object"}},
         "answer": {"description": "compared as a string"},
         "info": {"type": ["object", "null"]},
+        "files": {
+            "type": ["object", "null"],
+            "additionalProperties": {"type": "string"},
+            "description": "relative path -> content, placed in the working directory",
+        },
+        "check": {
+            "type": ["string", "null"],
+            "description": "shell command run in the working directory after the harness",
+        },
+        "check_timeout_s": {"type": ["number", "null"]},
+        "harness": {
+            "type": ["object", "null"],
+            "description": "agent flags over harness_options (claude-code, codex)",
+        },
     },
     "anyOf": [
         {"required": ["prompt"], "properties": {"prompt": {"type": "string"}}},
@@ -91,11 +106,13 @@ REWARD_PATTERN = r"^[A-Za-z0-9_.:-]+(=[1-9][0-9]{0,8}(\.[0-9]{1,9})?)?$"
 class RolloutSpec(BaseModel):
     """One rollout to run: the task, how to run it, and how to score it.
 
-    ``harness`` is a built-in (``chat``, ``tool-agent``) or ``module:function``
-    importable by the workers; ``cmd`` runs a shell command instead. ``endpoint`` names
-    one of the service's endpoints (default: its first). ``user`` keeps model clients
-    apart per user. ``block_loop_s`` is a test hook: honoured only when the service runs
-    with ``test_hooks``, it makes the worker block its own event loop that long.
+    ``harness`` is a built-in (``chat``, ``tool-agent``, ``messages-tool-agent``, the
+    agents ``claude-code`` and ``codex``) or ``module:function`` importable by the
+    workers; ``cmd`` runs a shell command instead; ``harness_options`` are an agent's
+    flags (a run config's ``[harness]`` table). ``endpoint`` names one of the service's
+    endpoints (default: its first). ``user`` keeps model clients apart per user.
+    ``block_loop_s`` is a test hook: honoured only when the service runs with
+    ``test_hooks``, it makes the worker block its own event loop that long.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -103,6 +120,7 @@ class RolloutSpec(BaseModel):
     task: dict[str, Any] = Field(json_schema_extra=TASK_SCHEMA)
     sample: int = Field(default=0, ge=0, le=2**63 - 1)
     harness: str = "chat"
+    harness_options: AgentOptions | None = None
     cmd: str | None = None
     endpoint: str | None = None
     rewards: list[str] = Field(

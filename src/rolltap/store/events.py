@@ -33,6 +33,8 @@ class EventKind(StrEnum):
     MODEL_ERROR = "model_error"
     TOKEN_COUNT = "token_count"
     HARNESS_OUTPUT = "harness_output"
+    #: a task's ``check`` command, run in the rollout's working directory
+    CHECK = "check"
     REWARD = "reward"
     STATUS = "status"
     NOTE = "note"
