@@ -143,7 +143,10 @@ def eval_command(
     tasks: Annotated[str | None, typer.Argument(help="Tasks file (JSONL or Parquet)")] = None,
     harness: Annotated[
         str | None,
-        typer.Option(help="Built-in (chat, tool-agent, messages-tool-agent) or module:function"),
+        typer.Option(
+            help="Built-in (chat, tool-agent, messages-tool-agent), an agent CLI"
+            " (claude-code, codex) or module:function"
+        ),
     ] = None,
     cmd: Annotated[str | None, typer.Option(help="Run this shell command as the harness")] = None,
     endpoint: Annotated[
