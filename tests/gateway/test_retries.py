@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import anthropic
 import openai
 import orjson
 import pytest
@@ -21,7 +22,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from helpers import GatewayFactory, events, openai_client, register, settle
 from rolltap.dialects.canonical import Response, Text, Usage
 from rolltap.gateway import Gateway
-from rolltap.gateway.replay import NOT_A_RETRY, Answer, Kept, ReplayBook, look_up
+from rolltap.gateway.replay import NOT_A_RETRY, Answer, Kept, ReplayBook, digest, look_up
 from rolltap.sim import SimConfig, Simulator
 
 
@@ -81,16 +82,19 @@ async def _undelivered_call(gateway: Gateway, rollout: dict[str, Any], body: byt
     return str(live.log[0].payload["intercept_id"])
 
 
+# gpt-4o-mini: the relay rewrites the model in place; the retry, sent as the original
+# was, must still find it
+@pytest.mark.parametrize("model", ["sim-model", "gpt-4o-mini"])
 async def test_a_retry_after_a_dropped_delivery_is_answered_from_the_recorded_answer(
-    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator, model: str
 ) -> None:
     rollout = await register(http, gateway)
-    body = {"messages": MESSAGES, "model": "sim-model", "max_tokens": BIG}
+    body = {"messages": MESSAGES, "model": model, "max_tokens": BIG}
     first = await _undelivered_call(gateway, rollout, orjson.dumps(body))
     assert sim.stats.requests == 1
     async with openai_client(rollout) as client:  # as the SDK's own retry sends it
         raw = await client.chat.completions.with_raw_response.create(
-            messages=MESSAGES, model="sim-model", max_tokens=BIG,
+            messages=MESSAGES, model=model, max_tokens=BIG,
             extra_headers={"x-stainless-retry-count": "1"},
         )  # fmt: skip
     answer = raw.parse()
@@ -162,6 +166,54 @@ async def test_sdk_retries_of_a_failing_call_are_linked_each_to_the_one_before(
     assert _kinds(log) == ["model_request", "model_error"] * 3
 
 
+def _linked(log: list[dict[str, Any]]) -> list[tuple[int | None, str | None]]:
+    """Each ``model_request``'s (``retry_count``, ``retry_of``), ``retry_of`` written as the
+    index of the request it names."""
+    requests = [e["payload"] for e in log if e["kind"] == "model_request"]
+    index = {r["intercept_id"]: n for n, r in enumerate(requests)}
+    return [(r.get("retry_count"), index.get(r.get("retry_of"), r.get("retry_of")))
+            for r in requests]  # fmt: skip
+
+
+async def test_the_first_sdk_retry_is_linked_when_the_upstream_rewrote_the_body(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    # the harness names its own model: the relay rewrites the body in place (model ->
+    # sim-model) before the first attempt fails, yet its retry sends the body as it was
+    rollout = await register(http, gateway)
+    async with openai_client(
+        rollout, max_retries=2, default_headers={"x-sim-fault": "status=500"}
+    ) as client:
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(
+                messages=MESSAGES, model="gpt-4o-mini", max_tokens=4,
+            )  # fmt: skip
+    assert sim.stats.requests == 3
+    log = await events(http, gateway, rollout["id"])
+    assert _kinds(log) == ["model_request", "model_error"] * 3
+    assert _linked(log) == [(None, None), (1, 0), (2, 1)]
+
+
+async def test_anthropic_sdk_retries_are_linked_when_the_upstream_rewrote_the_body(
+    make_gateway: GatewayFactory, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    gateway = await make_gateway(dialect="messages")  # passed through, rewritten in place
+    rollout = await register(http, gateway)
+    async with anthropic.AsyncAnthropic(
+        base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"], max_retries=2,
+        default_headers={"x-sim-fault": "status=500"},
+    ) as claude:  # fmt: skip
+        with pytest.raises(anthropic.InternalServerError):
+            await claude.messages.create(
+                model="claude-test", max_tokens=4,
+                messages=[{"role": "user", "content": "tell me everything"}],
+            )  # fmt: skip
+    assert sim.stats.requests == 3
+    log = await events(http, gateway, rollout["id"])
+    assert _kinds(log) == ["model_request", "model_error"] * 3
+    assert _linked(log) == [(None, None), (1, 0), (2, 1)]
+
+
 async def test_an_idempotency_key_is_answered_once(
     gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
 ) -> None:
@@ -183,7 +235,11 @@ async def test_an_idempotency_key_is_answered_once(
     assert two.choices[0].message.content == one.choices[0].message.content
     assert reused.value.code == "idempotency_key_reused"
     log = await events(http, gateway, rollout["id"])
-    assert log[-1]["payload"]["replay_of"] == log[0]["payload"]["intercept_id"]
+    replay = [e for e in log if e["kind"] == "model_response"][-1]
+    assert replay["payload"]["replay_of"] == log[0]["payload"]["intercept_id"]
+    # the refused reuse is recorded too, never sent upstream
+    assert [e["kind"] for e in log][-2:] == ["model_request", "model_error"]
+    assert log[-1]["payload"]["code"] == "idempotency_key_reused"
 
 
 async def test_a_bad_idempotency_key_is_a_400(
@@ -220,6 +276,12 @@ def test_the_replay_book_is_bounded_by_count_and_bytes() -> None:
 
 
 def test_an_ordinary_call_is_not_digested() -> None:
-    assert look_up(None, {}, {"messages": []}) is NOT_A_RETRY
+    body: dict[str, Any] = {"model": "m", "messages": []}
+    ordinary = look_up(None, {}, body)
+    assert (ordinary.retry_count, ordinary.retry_of, ordinary.request) == (0, None, "")
+    assert ordinary.sent == body and ordinary.sent is not body  # a copy, not digested
     assert look_up(None, {"x-stainless-retry-count": "2"}, {}).retry_count == 2
-    assert look_up(None, {"x-stainless-retry-count": "x"}, {}) is NOT_A_RETRY
+    assert look_up(None, {"x-stainless-retry-count": "x"}, {}).retry_count == 0
+    body["model"] = "rewritten"  # as a relay rewrites a body in place
+    assert ordinary.digest_of(body) == digest({"model": "m", "messages": []})
+    assert NOT_A_RETRY.digest_of(body) == digest(body)

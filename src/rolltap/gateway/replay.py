@@ -8,9 +8,13 @@ whose answer had arrived but could not be delivered (the harness timed out or we
 while the gateway was writing it) is answered from that answer instead of sampling
 again: the upstream is called once, the training data holds one sample.
 
-Nothing here runs for an ordinary call: a rollout's :class:`ReplayBook` exists only once
+Nothing is digested for an ordinary call: a rollout's :class:`ReplayBook` exists only once
 one of its calls failed, went undelivered or carried an ``Idempotency-Key``, and a
-request is digested only then.
+request is digested only then. An upstream rewrites a passed-through body in place
+(``model``, the run's sampling, ``include_usage``), so a call keeps a shallow copy of the
+body's top-level fields as the harness sent them (:attr:`Lookup.sent`, one small dict);
+the digest a failed call is remembered under is of that copy, the body its retry sends
+again and is looked up by.
 
 >>> book = ReplayBook()
 >>> book.remember(digest({"messages": []}), Kept("c1", None))
@@ -81,7 +85,17 @@ class Lookup:
     replay: Answer | None = None
     #: where the answer is remembered once this call ends (its digest or idempotency key)
     key: str | None = None
+    #: the request's digest, when the lookup needed it ("" otherwise)
     request: str = ""
+    #: the body's top-level fields as the harness sent them, kept when the digest was not
+    #: made: digested only if the call must be remembered (an upstream's rewrites, made in
+    #: place on the body, replace top-level fields and never reach into this copy)
+    sent: Mapping[str, Any] | None = None
+
+    def digest_of(self, body: Mapping[str, Any]) -> str:
+        """The request's digest as the harness sent it (``body`` itself when nothing
+        was kept of it: a call made without :func:`look_up`)."""
+        return self.request or digest(body if self.sent is None else self.sent)
 
 
 NOT_A_RETRY = Lookup()
@@ -164,8 +178,8 @@ def look_up(book: ReplayBook | None, headers: Mapping[str, str], body: Mapping[s
     """
     retries = retry_count_of(headers)
     key = idempotency_key_of(headers)
-    if key is None and book is None:
-        return NOT_A_RETRY if retries == 0 else Lookup(retry_count=retries)
+    if key is None and book is None:  # not digested: a copy of the fields, in case it fails
+        return Lookup(retries, sent=dict(body))
     request = digest(body)
     keyed = None if key is None else "key:" + key
     kept = None if book is None else book.find(keyed or request)
@@ -220,11 +234,11 @@ def settle(
             book.forget(lookup.request)
         return book
     if outcome.answered and (keyed or not outcome.delivered):
-        kept = Kept(outcome.call_id, answer(), lookup.request or digest(body))
+        kept = Kept(outcome.call_id, answer(), lookup.digest_of(body))
     elif not outcome.delivered or (
         outcome.error_status is not None and retried_status(outcome.error_status)
     ):
-        kept = Kept(outcome.call_id, None, lookup.request or digest(body))
+        kept = Kept(outcome.call_id, None, lookup.digest_of(body))
     else:
         return book
     book = book if book is not None else ReplayBook(max_bytes=max_bytes)
