@@ -270,3 +270,42 @@ async def test_rewritten_history_and_malformed_records(tmp_path: Path) -> None:
     assert [bad[col] for col in TOKEN_COLUMNS] == [None] * 5
     assert bad["metadata"]["warnings"] == [done.warnings[0].removeprefix("s2: ")]
     assert [m["content"] for m in bad["messages"]] == ["q0", "a0", "q1", "a1"]
+
+
+def test_on_drift_drop_leaves_drifted_rollouts_out_even_all_of_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/drift.db"
+    first = {"prompt_ids": [1, 2], "completion_ids": [3], "render": "full"}
+    rewritten = {"prompt_ids": [1, 9], "completion_ids": [4, 5], "render": "full"}
+    extends = {"prompt_ids": [1, 2, 3, 7], "completion_ids": [8], "render": "extend"}
+
+    async def populate() -> dict[str, str]:
+        async with await Store.open(url) as store:
+            runs = {name: (await store.create_run(name)).id for name in ("rewrote", "mixed")}
+            for run, sid, log in (
+                ("rewrote", "d1", _tokens_log(first, rewritten)),
+                ("rewrote", "d2", _tokens_log(first, rewritten)),
+                ("mixed", "d3", _tokens_log(first, rewritten)),
+                ("mixed", "c1", _tokens_log(first, extends)),
+            ):
+                await store.create_session(runs[run], session_id=sid, task={})
+                await store.commit(sid, log, status="completed")
+            return runs
+
+    runs = asyncio.run(populate())
+    mixed = asyncio.run(_export(url, tmp_path / "mixed", run=runs["mixed"], on_drift="drop"))
+    assert (mixed.exported, mixed.dropped) == (1, ["d3"])
+    assert datasets.load_from_disk(str(tmp_path / "mixed"))["session_id"] == ["c1"]
+    app, out = register_commands(), tmp_path / "none"
+    args = ["sessions", "export", "--format", "hf", "--store", url, "--run", runs["rewrote"]]
+    # every rollout of the run drifted: an empty dataset, the drop said, exit 0
+    result = CliRunner().invoke(app, [*args, "-o", str(out), "--on-drift", "drop"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "exported 0 rollout(s) (0 with token records) in 1 shard(s)",
+        "2 rollout(s) with token drift (left out; --on-drift drop)",
+    ]
+    empty = datasets.load_from_disk(str(out))
+    assert len(empty) == 0 and empty.features == features()
+    keep = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "k"), "--on-drift", "keep"])
+    assert keep.exit_code == 2 and "--on-drift keep is for --format tokens" in keep.stderr
+    assert not (tmp_path / "k").exists()

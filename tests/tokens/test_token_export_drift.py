@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rolltap.cli.main import register_commands
-from rolltap.store import Store, StoreValidationError
+from rolltap.store import EventLog, Store, StoreValidationError
 from rolltap.store.reader import reading
 from rolltap.store.token_export import export_tokens
 from tokens.exportkit import add_session, export_lines, token_log
@@ -111,14 +111,56 @@ async def test_drop_leaves_the_rollout_out_and_counts_it(store: Store, tmp_path:
     assert [line["session_id"] for line in lines] == ["b-clean"]
     assert lines[0]["tokens"] == [*P2, *C2] and "drift" not in lines[0]["metadata"]
     assert (result.exported, result.drifted) == (1, ["a-drift"])
-    # dropping every rollout is "nothing to export", naming why
     dest = tmp_path / "none.jsonl"
     async with reading(store.engine) as conn:
-        with pytest.raises(StoreValidationError, match=r"a-drift \(token drift\)"):
-            await export_tokens(conn, dest, run=None, session="a-drift", on_drift="drop")
         with pytest.raises(StoreValidationError, match="on_drift must be one of"):
             await export_tokens(conn, dest, run=None, session=None, on_drift="fix")  # type: ignore[arg-type]
-    assert not dest.exists()
+        assert not dest.exists()
+        # dropping every rollout is what was asked: an empty file, the drop counted
+        result = await export_tokens(conn, dest, run=None, session="a-drift", on_drift="drop")
+    assert (result.exported, result.drifted) == (0, ["a-drift"])
+    assert dest.read_bytes() == b""
+
+
+async def test_a_drop_that_leaves_nothing_beside_sessions_without_tokens_is_no_error(
+    store: Store, tmp_path: Path
+) -> None:
+    # a session with no model call left out too: the drop, the user's choice, emptied it
+    run = await store.create_run("mixed")
+    await add_session(store, run.id, "c-drift", token_log(*DRIFTED))
+    await add_session(store, run.id, "d-idle", EventLog())
+    dest = tmp_path / "mixed.jsonl"
+    async with reading(store.engine) as conn:
+        result = await export_tokens(conn, dest, run=run.id, session=None, on_drift="drop")
+        assert (result.exported, result.drifted) == (0, ["c-drift"])
+        assert result.no_model_calls == ["d-idle"] and dest.read_bytes() == b""
+        # without the drop the same export has a line: only the data can empty it then
+        idle = tmp_path / "idle.jsonl"
+        with pytest.raises(StoreValidationError, match=r"d-idle \(no_model_calls\)"):
+            await export_tokens(conn, idle, run=None, session="d-idle", on_drift="drop")
+    assert not idle.exists()
+
+
+def test_cli_drop_of_every_rollout_writes_an_empty_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def populate() -> None:
+        async with await Store.open(url) as store:
+            run = await store.create_run("rewrote")
+            for sid in ("a-drift", "b-drift"):  # both rewrote their history
+                await add_session(store, run.id, sid, token_log(*DRIFTED))
+
+    asyncio.run(populate())
+    out = tmp_path / "tokens.jsonl"
+    result = CliRunner().invoke(register_commands(), [
+        "sessions", "export", "--format", "tokens", "--store", url, "-o", str(out),
+        "--on-drift", "drop",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes() == b""
+    assert "exported 0 rollout(s)" in result.stderr
+    assert "2 rollout(s) with token drift (left out; --on-drift drop)" in result.stderr
+    assert "error" not in result.stderr
 
 
 def test_cli_on_drift(tmp_path: Path) -> None:

@@ -166,22 +166,30 @@ def sessions_export(
         OnDrift,
         typer.Option(
             "--on-drift",
-            help="tokens: a rollout whose prompt ids drifted from what was sampled before "
-            "(tokens.drift): split (segments, format v1 as always), keep (one sequence with "
-            "the drifted prompt's ids as sent, the drift marked) or drop (left out, counted).",
+            help="tokens, hf: a rollout whose prompt ids drifted from what was sampled "
+            "before (tokens.drift): split (segments, format v1 as always), keep (tokens only: "
+            "one sequence with the drifted prompt's ids as sent, the drift marked) or drop "
+            "(left out, counted on stderr; an export it leaves empty is written empty, "
+            "exit 0).",
         ),
     ] = "split",
 ) -> None:
     """Export sessions as JSONL: one session per line with its events, forks resolved.
 
     With --format tokens: one training sequence per rollout that has token records,
-    others skipped (counted on stderr). With --format hf: a dataset directory.
+    others skipped (counted on stderr). Left with no line, it fails (exit 1, no file)
+    when the data is why: every session read had no token records, made no model call
+    (without --include-empty) or had a malformed record; when --on-drift drop left a
+    rollout out, or no session matched, it writes an empty file and exits 0. With
+    --format hf: a dataset directory, one row per rollout (empty: a dataset of no rows).
     """
 
     async def main() -> None:
         if fmt == "hf":
             if output == "-":
                 raise UsageError("--format hf writes a directory: give -o DIR")
+            if on_drift == "keep":
+                raise UsageError("--on-drift keep is for --format tokens (hf: split or drop)")
             require_hf()
         async with await Store.open(resolve_store_url(store), create=False) as opened:
             run_id = None if run is None else await opened.resolve_run_id(run)
@@ -197,7 +205,9 @@ def sessions_export(
                 return
             if fmt == "hf":
                 async with reading(opened.engine) as conn:
-                    done = await export_hf(conn, output, run=run_id, session=session_id)
+                    done = await export_hf(
+                        conn, output, run=run_id, session=session_id, on_drift=on_drift
+                    )
                 for line in done.report():
                     err_console.print(line, markup=False, highlight=False)
                 return

@@ -25,10 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from rolltap.errors import MissingExtraError
 from rolltap.store.errors import StoreValidationError
 from rolltap.store.export import iter_sessions
-from rolltap.store.hf_rows import rollout_row
+from rolltap.store.hf_rows import drifted, rollout_row
 from rolltap.store.models import RunInfo
 from rolltap.store.reader import fetch_run, iter_event_rows
 from rolltap.store.serialize import row_event
+from rolltap.store.token_drift import OnDrift
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",
@@ -45,6 +46,8 @@ SCHEMA_VERSION = "1.0.0"
 DEFAULT_SHARD_BYTES = 256 << 20
 _BATCH_ROWS = 64
 _EXAMPLES = 10  # warnings named in the report; the rest only counted
+#: what a dataset does with a drifted rollout: its segments (split), or left out (drop)
+_ON_DRIFT: tuple[OnDrift, ...] = ("split", "drop")
 
 
 def require_hf() -> None:
@@ -102,11 +105,16 @@ class HfExport:
     #: rollouts with ``metadata.warnings``, and the first few warnings as ``session: text``
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: rollouts with a drifted turn that ``on_drift="drop"`` left out
+    dropped: list[str] = field(default_factory=list)
 
     def report(self) -> list[str]:
         """The lines the CLI prints to stderr."""
         lines = [f"exported {self.exported} rollout(s) ({self.with_tokens} with token records) "
                  f"in {self.shards} shard(s)"]  # fmt: skip
+        if self.dropped:
+            lines.append(f"{len(self.dropped)} rollout(s) with token drift (left out; "
+                         "--on-drift drop)")  # fmt: skip
         if self.warned:
             lines.append(f"{self.warned} rollout(s) with warnings (metadata.warnings):")
             lines += [f"  {w}" for w in self.warnings]
@@ -196,13 +204,22 @@ async def export_hf(
     session: str | None,
     max_shard_bytes: int = DEFAULT_SHARD_BYTES,
     batch_rows: int = _BATCH_ROWS,
+    on_drift: OnDrift = "split",
 ) -> HfExport:
     """Write the sessions (all, ``run``'s, or just ``session``) as a dataset directory
-    ``dest`` (absent or empty) that ``datasets.load_from_disk(dest)`` opens.
+    ``dest`` (absent or empty) that ``datasets.load_from_disk(dest)`` opens; with
+    ``on_drift="drop"`` the rollouts with a drifted turn are left out (``dropped``). A
+    dataset of no rows is still one: its schema in one empty shard.
 
     Raises :class:`MissingExtraError` without ``datasets``/``pyarrow`` (the ``hf`` extra),
-    :class:`StoreValidationError` when ``dest`` is a file or a non-empty directory.
+    :class:`StoreValidationError` when ``dest`` is a file or a non-empty directory, or for
+    ``on_drift="keep"`` (one sequence with its drift marked: the tokens format's alone).
     """
+    if on_drift not in _ON_DRIFT:
+        raise StoreValidationError(
+            f"on_drift must be one of {', '.join(_ON_DRIFT)} for a dataset (keep: the "
+            "tokens format only)"
+        )
     feats = features()
     target = Path(dest)
     _target(target)
@@ -210,7 +227,9 @@ async def export_hf(
         await fetch_run(conn, run)  # StoreNotFoundError for an unknown run
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        result = await _write(conn, work, feats, run, session, max_shard_bytes, batch_rows)
+        result = await _write(
+            conn, work, feats, run, session, on_drift, max_shard_bytes, batch_rows
+        )
         _publish(work, target)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)  # no half-written dataset is left behind
@@ -220,16 +239,19 @@ async def export_hf(
 
 async def _write(
     conn: AsyncConnection, work: Path, feats: Any, run: str | None, session: str | None,
-    max_shard_bytes: int, batch_rows: int,
+    on_drift: OnDrift, max_shard_bytes: int, batch_rows: int,
 ) -> HfExport:  # fmt: skip
     result = HfExport()
     shards = _Shards(work, feats.arrow_schema, max_shard_bytes)
     runs: dict[str, RunInfo] = {}
     batch: list[dict[str, Any]] = []
     async for info in iter_sessions(conn, run, session):
+        events = [row_event(*row) async for row in iter_event_rows(conn, info)]
+        if on_drift == "drop" and drifted(events):
+            result.dropped.append(info.id)
+            continue
         if info.run_id not in runs:
             runs[info.run_id] = await fetch_run(conn, info.run_id)
-        events = [row_event(*row) async for row in iter_event_rows(conn, info)]
         row = rollout_row(info, runs[info.run_id], events)
         _count(result, row)
         batch.append(row)

@@ -17,11 +17,12 @@ import orjson
 
 from rolltap.store.events import Event, EventKind
 from rolltap.store.models import RunInfo, SessionInfo
+from rolltap.store.token_drift import drifts
 from rolltap.store.token_export import Segment, TokenRecordError, TokenTurn, assemble, token_turn
 from rolltap.store.transcript import build_transcript
 from rolltap.store.transcript_model import Entry, ModelCall, Reasoning, Said, ToolCall, ToolResult
 
-__all__ = ["chat_messages", "rollout_row"]
+__all__ = ["chat_messages", "drifted", "rollout_row"]
 
 _ASSISTANT_SIDE = (Reasoning, ToolCall)
 
@@ -157,6 +158,16 @@ def _token_turns(events: Sequence[Event]) -> list[TokenTurn]:
             if turn is not None:
                 turns.append(turn)
     return turns
+
+
+def drifted(events: Sequence[Event]) -> bool:
+    """Whether a turn of the rollout drifted (``--on-drift drop`` leaves it out); a
+    malformed record is not drift (its row says so in ``metadata.warnings``)."""
+    try:
+        turns = _token_turns(events)
+    except TokenRecordError:
+        return False
+    return any(mark is not None for mark in drifts(turns))
 
 
 def _split(segment: Segment, prompt_len: int) -> dict[str, Any]:

@@ -10,7 +10,8 @@ prompt + completion) makes of the line is ``on_drift``'s (:mod:`rolltap.store.to
 ``split`` (today's segments), ``keep`` (one sequence, drift marked) or ``drop``. A session
 with no model call at all (``no_model_calls``) is left out, and listed, unless
 ``include_empty`` asks for it: then its line has no turns and ``metadata.no_model_calls``
-true.
+true. An export left with no line by ``drop`` is an empty file, not an error; one left with
+none because no session had token records to give is an error (:func:`export_tokens`).
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ class TokenExport:
 
 
 class _LazyFile:
-    """Opens a path on the first write, so an export that writes nothing creates no file."""
+    """Opens a path on the first write, so an export that fails before it writes creates
+    no file (one that succeeds with no line writes ``b""``)."""
 
     def __init__(self, dest: str | Path | IO[bytes], stack: contextlib.ExitStack) -> None:
         self._stack = stack
@@ -222,8 +224,11 @@ async def export_tokens(
     ``include_empty``. Rollouts with a drifted turn are listed (``drifted``) and, by
     ``on_drift``, split into segments, kept as one sequence, or left out (``drop``).
 
-    Raises :class:`StoreValidationError` naming the sessions when there were some and none
-    had token records (no file is created then).
+    An export that writes no line still makes ``dest`` (an empty file) when the user's
+    choice emptied it: ``on_drift="drop"`` left a rollout out, or there was no session to
+    read. When the data emptied it, every session read being without token records, with
+    no model call (``include_empty`` not asked) or malformed, it raises
+    :class:`StoreValidationError` naming them, and creates no file.
     """
     if run is not None:
         await fetch_run(conn, run)  # StoreNotFoundError for an unknown run
@@ -257,15 +262,23 @@ async def export_tokens(
             )
             out.write(orjson.dumps(line) + b"\n")
             result.exported += 1
+        _check_not_emptied_by_data(result)
+        out.write(b"")  # nothing written: still a file, empty (a JSONL file of no lines)
+    return result
+
+
+def _check_not_emptied_by_data(result: TokenExport) -> None:
+    """:class:`StoreValidationError` when nothing was written and only the data is why:
+    a rollout ``--on-drift drop`` left out had token records, so the user's choice is."""
+    if result.exported or (result.on_drift == "drop" and result.drifted):
+        return
     skipped = [
         *result.without_tokens,
         *(f"{k} (no_model_calls)" for k in result.no_model_calls),
         *(f"{k} ({why})" for k, why in result.malformed.items()),
-        *(f"{k} (token drift)" for k in result.drifted if on_drift == "drop"),
     ]
-    if not result.exported and skipped:
+    if skipped:
         listed = ", ".join(skipped[:_NAMED])
         if len(skipped) > _NAMED:
             listed += f" and {len(skipped) - _NAMED} more"
         raise StoreValidationError(f"no session has token records to export: {listed}")
-    return result
