@@ -268,7 +268,8 @@ def test_the_usual_agent_turn_takes_the_shortcut() -> None:
          "messages[1].content[3].text"),
         (lambda b: b["messages"][2]["content"][0].update(content=[{"type": "text"}]),
          "messages[2].content[0].content[0].text"),
-        (lambda b: b["messages"][0].update(role="system"), "messages[0].role"),
+        # system entries are valid (Anthropic's mid-conversation system beta); tool is not
+        (lambda b: b["messages"][0].update(role="tool"), "messages[0].role"),
         (lambda b: b["messages"][0].update(content=None), "messages[0].content"),
         (lambda b: b["messages"][0].update(content=[{"type": "image", "source": {}}]),
          "messages[0].content[0].source.type"),

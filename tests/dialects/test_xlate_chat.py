@@ -149,15 +149,19 @@ def test_developer_and_late_system_messages() -> None:
     assert req.system == (Text("rules", {"role": "developer"}),)
     assert req.messages[1] == Message("user", (Text("reminder"),), {"role": "system"})
     assert chat.from_canonical(req) == body
-    # Responses has both roles; Anthropic has neither a developer role nor late system text
+    # Responses has both roles; Anthropic has no developer role, and a late system
+    # message is a system entry in place (its mid-conversation system beta)
     assert responses.from_canonical(req)["input"][0] == {
         "type": "message",
         "role": "developer",
         "content": "rules",
     }
-    with pytest.raises(InvalidRequestError) as info:
-        messages.from_canonical(req)
-    assert info.value.field == "messages[1].role"
+    out = messages.from_canonical(req)
+    assert out["system"] == "rules"
+    assert out["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "reminder"},
+    ]
 
 
 def test_vllm_reasoning_spelling_is_kept() -> None:

@@ -142,12 +142,12 @@ def test_agent_body_renders_back_as_sent() -> None:
 
 def test_agent_body_in_chat() -> None:
     body = copy.deepcopy(AGENT_BODY)
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(InvalidRequestError) as info:  # under "refuse"
         chat.from_canonical(messages.to_canonical(body))
-    assert info.value.field == "thinking"
-    del body["thinking"]
-    body["messages"][2]["content"][1]["content"].pop()  # chat tool results hold no images
+    assert info.value.field == "messages[2].parts[1].content[1]"  # chat's results: text only
+    body["messages"][2]["content"][1]["content"].pop()
     out = chat.from_canonical(messages.to_canonical(body))
+    assert out["reasoning_effort"] == "medium"  # the thinking budget of 4096 tokens
     assert out["messages"][0] == {"role": "system", "content": "You are a coding agent."}
     assert out["messages"][2] == {
         "role": "assistant",
@@ -186,7 +186,8 @@ def test_agent_body_in_chat() -> None:
         (lambda b: b.pop("max_tokens"), "max_tokens"),
         (lambda b: b.update(max_tokens=0), "max_tokens"),
         (lambda b: b.update(messages=[]), "messages"),
-        (lambda b: b["messages"][0].update(role="system"), "messages[0].role"),
+        # a system entry is valid (Anthropic's mid-conversation system beta); tool is not
+        (lambda b: b["messages"][0].update(role="tool"), "messages[0].role"),
         (
             lambda b: b["messages"][1]["content"].append({"text": "x"}),
             "messages[1].content[4].type",
@@ -241,7 +242,7 @@ def test_server_tools_and_redacted_thinking_stay_in_their_dialect() -> None:
     del body["thinking"]
     with pytest.raises(InvalidRequestError) as info:
         chat.from_canonical(messages.to_canonical(body))
-    assert info.value.field == "tools"
+    assert info.value.field == "tools[type=web_search_20250305]"
     body["tools"].pop()
     body["messages"][2]["content"][1]["content"].pop()
     out = chat.from_canonical(messages.to_canonical(body))

@@ -119,17 +119,13 @@ def test_agent_body_renders_back_as_sent() -> None:
 
 def test_agent_body_in_chat() -> None:
     body = copy.deepcopy(AGENT_BODY)
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(InvalidRequestError) as info:  # under "refuse"
         chat.from_canonical(responses.to_canonical(body))
-    assert info.value.field == "reasoning"
-    del body["reasoning"]
-    with pytest.raises(InvalidRequestError) as info:
-        chat.from_canonical(responses.to_canonical(body))
-    assert info.value.field == "tools"  # the hosted web search
+    assert info.value.field == "tools[type=web_search]"  # the hosted web search
     body["tools"].pop()
     out = chat.from_canonical(
         responses.to_canonical(body)
-    )  # store, include, cache key, ids: dropped
+    )  # store, include, cache key, ids, reasoning.summary: dropped
     assert [m["role"] for m in out["messages"]] == [
         "system",
         "developer",
@@ -155,6 +151,7 @@ def test_agent_body_in_chat() -> None:
         "image_url": {"url": "https://img.test/screen.png", "detail": "high"},
     }
     assert (out["max_tokens"], out["parallel_tool_calls"]) == (4000, False)
+    assert out["reasoning_effort"] == "medium"
 
 
 def test_reasoning_text_and_defaults() -> None:

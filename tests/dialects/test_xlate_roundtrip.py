@@ -100,7 +100,9 @@ def messages_requests(draw: st.DrawFn) -> Request:
             return Reasoning("", p.signature, {"type": "redacted_thinking"})
         return p
 
-    req = _map_parts(replace(req, extra=extra), part)
+    # the thinking budget's effort is read into the canonical field (1024: low)
+    effort = "low" if "thinking" in extra else None
+    req = _map_parts(replace(req, extra=extra, reasoning_effort=effort), part)
     cache_system = draw(st.booleans())
     if req.system and cache_system:
         req = replace(req, system=(replace(req.system[0], extra=cache), *req.system[1:]))
@@ -132,7 +134,9 @@ def responses_requests(draw: st.DrawFn) -> Request:
             return replace(p, extra={"item": {"id": "msg_1", "status": "completed"}})
         return p
 
-    return with_origin(_map_parts(replace(req, extra=extra), part), "responses")
+    effort = "low" if "reasoning" in extra else None  # reasoning.effort is read, and kept
+    req = replace(req, extra=extra, reasoning_effort=effort)
+    return with_origin(_map_parts(req, part), "responses")
 
 
 OWN = {"chat": chat_requests(), "messages": messages_requests(), "responses": responses_requests()}

@@ -18,7 +18,15 @@ from rolltap.dialects._fields import (
     req_obj,
     req_str,
 )
-from rolltap.dialects._xlate import Json, UnsupportedError, collect, request_origin, residual
+from rolltap.dialects._xlate import (
+    Json,
+    Tolerance,
+    UnsupportedError,
+    collect,
+    request_origin,
+    residual,
+    skip,
+)
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -52,6 +60,7 @@ _KNOWN = frozenset(
         "tools",
         "tool_choice",
         "parallel_tool_calls",
+        "reasoning_effort",
     }
 )
 _SYSTEM_ROLES = ("system", "developer")
@@ -63,7 +72,7 @@ _MODES: dict[str, Literal["auto", "none", "required"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+def parse_request_body(body: Json, *, tolerant: Tolerance = False, start: int = 0) -> Request:
     """A chat request as canonical; ``tolerant`` skips what has no canonical form.
 
     ``start``: the first ``start`` messages are left out (validation of messages past a
@@ -86,6 +95,7 @@ def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) ->
         seed=opt_int(body, "seed", ""),
         stream=bool(opt_bool(body, "stream", "")),
         user=opt_str(body, "user", ""),
+        reasoning_effort=opt_str(body, "reasoning_effort", ""),
         extra=extra,
     )
     return replace(req, origin=request_origin(req, NAME))
@@ -115,7 +125,7 @@ def _stop(value: object) -> tuple[str, ...]:
 
 
 def _messages(
-    raw: list[Any], tolerant: bool, start: int
+    raw: list[Any], tolerant: Tolerance, start: int
 ) -> tuple[tuple[Text, ...], tuple[Message, ...]]:
     system: list[Text] = []
     out: list[Message] = []
@@ -128,9 +138,8 @@ def _messages(
                 system.extend(_system_texts(msg, where, tolerant))
                 continue
             _append(out, _message(msg, where, tolerant))
-        except UnsupportedError:
-            if not tolerant:
-                raise
+        except UnsupportedError as exc:
+            skip(exc, tolerant)
     return tuple(system), tuple(out)
 
 
@@ -141,7 +150,7 @@ def _plain_system(msg: Json) -> bool:
     return all(v is None for v in residual(msg, ("role", "content")).values())
 
 
-def _system_texts(msg: Json, where: str, tolerant: bool) -> list[Text]:
+def _system_texts(msg: Json, where: str, tolerant: Tolerance) -> list[Text]:
     mark = {"role": "developer"} if msg["role"] == "developer" else {}
     texts = _texts(msg.get("content"), where, tolerant)
     return [Text(t.text, {**mark, **t.extra}) for t in texts]
@@ -155,7 +164,7 @@ def _append(out: list[Message], msg: Message) -> None:
         out.append(msg)
 
 
-def _message(msg: Json, where: str, tolerant: bool) -> Message:
+def _message(msg: Json, where: str, tolerant: Tolerance) -> Message:
     role = msg.get("role")
     if role in _SYSTEM_ROLES:
         extra = {"role": role, **residual(msg, ("role", "content"))}
@@ -171,10 +180,12 @@ def _message(msg: Json, where: str, tolerant: bool) -> Message:
         content = tuple(_texts(msg.get("content"), where, tolerant))
         extra = residual(msg, ("role", "content", "tool_call_id"))
         return Message("tool", (ToolResult(call_id, content, extra=extra),))
-    raise UnsupportedError(f"role {role!r} has no canonical form", field=f"{where}.role")
+    raise UnsupportedError(
+        f"role {role!r} has no canonical form", field=f"{where}.role", kind=f"role={role}"
+    )
 
 
-def _texts(content: object, where: str, tolerant: bool) -> list[Text]:
+def _texts(content: object, where: str, tolerant: Tolerance) -> list[Text]:
     def text(j: int, raw: object) -> Text:
         part = _part(raw, f"{where}.content[{j}]")
         if not isinstance(part, Text):
@@ -186,7 +197,7 @@ def _texts(content: object, where: str, tolerant: bool) -> list[Text]:
     return collect(_parts_list(content, where), text, tolerant)
 
 
-def _user_parts(content: object, where: str, tolerant: bool) -> tuple[Text | Image, ...]:
+def _user_parts(content: object, where: str, tolerant: Tolerance) -> tuple[Text | Image, ...]:
     if content is None:
         return ()
     if isinstance(content, str):
@@ -218,11 +229,13 @@ def _part(raw: object, where: str) -> Text | Image:
         if rest:
             extra["image_url"] = rest
         return image_from_url(url, extra)
-    raise UnsupportedError(f"part type {kind!r} has no canonical form", field=f"{where}.type")
+    raise UnsupportedError(
+        f"part type {kind!r} has no canonical form", field=f"{where}.type", kind=f"type={kind}"
+    )
 
 
 def assistant_parts(
-    msg: Json, where: str, tolerant: bool = False
+    msg: Json, where: str, tolerant: Tolerance = False
 ) -> tuple[list[Text | ToolCall | Reasoning], Json]:
     """An assistant message's reasoning, text and tool calls (in that order), and the
     fields of ``msg`` left over."""
@@ -246,7 +259,10 @@ def assistant_parts(
 def _tool_call(raw: object, where: str) -> ToolCall:
     call = as_obj(raw, where)
     if call.get("type", "function") != "function":
-        raise UnsupportedError(f"tool call type {call['type']!r}", field=f"{where}.type")
+        kind = call["type"]
+        raise UnsupportedError(
+            f"tool call type {kind!r}", field=f"{where}.type", kind=f"type={kind}"
+        )
     fn = req_obj(call, "function", where)
     extra = residual(call, ("id", "type", "function"))
     rest = residual(fn, ("name", "arguments"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.dialects._fields import image_url, texts_of
-from rolltap.dialects._xlate import Ctx, Json, overlay
+from rolltap.dialects._fields import image_url
+from rolltap.dialects._xlate import Ctx, Json, Sink, overlay
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -25,9 +25,10 @@ __all__ = ["render_call", "render_request"]
 NAME = "chat"
 
 
-def render_request(req: Request) -> Json:
-    """A chat body for ``req``; a 400 naming what chat cannot express."""
-    ctx = Ctx(NAME, req.origin)
+def render_request(req: Request, sink: Sink | None = None) -> Json:
+    """A chat body for ``req``; what chat cannot express is decided by the translation
+    table, recorded in ``sink`` (none: a 400 naming what the policy covers)."""
+    ctx = Ctx(NAME, req.origin, sink=sink)
     extras = ctx.extras(req.extra, "request", "")  # settings first, then the conversation
     body: Json = {} if req.model is None else {"model": req.model}
     body["messages"] = [*_system(req.system, ctx), *_conversation(req.messages, ctx)]
@@ -56,6 +57,7 @@ def _sampling(req: Request, body: Json) -> None:
         "seed": req.seed,
         "stream": req.stream or None,
         "user": req.user,
+        "reasoning_effort": req.reasoning_effort,
     }
     body.update((k, v) for k, v in fields.items() if v is not None)
 
@@ -82,10 +84,17 @@ def _tool_choice(choice: ToolChoice, body: Json) -> None:
         body["parallel_tool_calls"] = choice.parallel
 
 
+def _role(role: str, ctx: Ctx) -> str:
+    """A system text's role: a translated developer text is a system one (the chat
+    templates of open models know no developer role; OpenAI reads the two alike)."""
+    translated = ctx.sink.source not in (None, NAME)
+    return "system" if translated and role == "developer" else role
+
+
 def _system(texts: tuple[Text, ...], ctx: Ctx) -> list[Json]:
     out: list[Json] = []
     for j, text in enumerate(texts):
-        role = text.extra.get("role", "system")
+        role = _role(text.extra.get("role", "system"), ctx)
         part = _text(text, f"system[{j}]", ctx)
         if out and out[-1]["role"] == role:  # consecutive texts of one role: one message
             out[-1]["content"].append(part)
@@ -131,7 +140,7 @@ def _user(msg: Message, where: str, ctx: Ctx) -> Json:
             parts.append(_image(part, at, ctx))
         else:
             raise InvalidRequestError("chat user messages hold only text and images", field=at)
-    role = msg.extra.get("role", "user")  # a system/developer message mid-conversation
+    role = _role(msg.extra.get("role", "user"), ctx)  # a system/developer message in place
     return _simplify({"role": role, "content": parts})
 
 
@@ -150,13 +159,25 @@ def _tool_results(msg: Message, where: str, ctx: Ctx) -> list[Json]:
         at = f"{where}.parts[{j}]"
         if not isinstance(part, ToolResult):
             raise InvalidRequestError("tool messages hold only tool results", field=at)
-        texts = texts_of(part.content, f"{at}.content", NAME)
-        content = [_text(t, f"{at}.content[{m}]", ctx) for m, t in enumerate(texts)]
-        # is_error has no chat field: dropped by design (see allowlist)
+        content = _result_texts(part, at, ctx)
+        if part.is_error:  # chat has no such flag (the text says what failed)
+            ctx.lacks("part", f"{at}.is_error", "is_error")
         rendered = _simplify({"role": "tool", "tool_call_id": part.call_id, "content": content})
         if not content:
             rendered["content"] = ""
         out.append(overlay(overlay(rendered, extras), ctx.extras(part.extra, "part", at)))
+    return out
+
+
+def _result_texts(part: ToolResult, where: str, ctx: Ctx) -> list[Json]:
+    """A tool result's texts; an image there is the policy's (chat's carry text only)."""
+    out: list[Json] = []
+    for m, item in enumerate(part.content):
+        at = f"{where}.content[{m}]"
+        if isinstance(item, Text):
+            out.append(_text(item, at, ctx))
+        else:
+            ctx.lacks("part", at, "image")
     return out
 
 
@@ -185,11 +206,16 @@ def _assistant(parts: tuple[Part, ...], where: str, ctx: Ctx) -> Json:
 
 
 def _reasoning(part: Reasoning, msg: Json, where: str, ctx: Ctx) -> None:
+    if not ctx.own and part.signature:  # another provider's: opaque here
+        ctx.lacks("part", f"{where}.signature", "signature")
     if not ctx.own and not part.text and (part.signature or part.extra):
         ctx.extras(part.extra, "part", where)
         return  # opaque reasoning of another dialect (redacted, encrypted): nothing to say
     if "reasoning_content" in msg or "reasoning" in msg:
-        raise InvalidRequestError("chat holds one reasoning text per message", field=where)
+        if ctx.own:
+            raise InvalidRequestError("chat holds one reasoning text per message", field=where)
+        ctx.lacks("part", where, "reasoning")  # the first one stays
+        return
     kept = ctx.extras(part.extra, "part", where)
     for key in kept.get("fields", ["reasoning_content"]):  # the key(s) it was sent under
         msg[key] = part.text

@@ -18,7 +18,15 @@ from rolltap.dialects._fields import (
     req_obj,
     req_str,
 )
-from rolltap.dialects._xlate import Json, UnsupportedError, collect, request_origin, residual
+from rolltap.dialects._xlate import (
+    Json,
+    Tolerance,
+    UnsupportedError,
+    collect,
+    request_origin,
+    residual,
+    skip,
+)
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -32,7 +40,7 @@ from rolltap.dialects.canonical import (
 )
 from rolltap.errors import InvalidRequestError
 
-__all__ = ["NAME", "assistant_block", "parse_request_body"]
+__all__ = ["NAME", "assistant_block", "parse_request_body", "reasoning_effort"]
 
 NAME = "messages"
 
@@ -60,7 +68,7 @@ _MODES: dict[str, Literal["auto", "none", "required", "tool"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+def parse_request_body(body: Json, *, tolerant: Tolerance = False, start: int = 0) -> Request:
     """A Messages request as canonical; ``tolerant`` skips what has no canonical form,
     ``start`` leaves out the first messages (see :mod:`._chat_parse`)."""
     extra = residual(body, _KNOWN)
@@ -77,9 +85,37 @@ def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) ->
         stop=_stop_sequences(opt_list(body, "stop_sequences", "") or []),
         stream=bool(opt_bool(body, "stream", "")),
         user=_metadata(opt_obj(body, "metadata", ""), extra),
+        reasoning_effort=reasoning_effort(body),
         extra=extra,
     )
     return replace(req, origin=request_origin(req, NAME))
+
+
+#: a thinking budget's effort: under 4096 tokens low, under 16384 medium, else high
+_BUDGETS = ((4096, "low"), (16384, "medium"))
+
+
+def reasoning_effort(body: Json) -> str | None:
+    """The canonical (OpenAI-named) effort of ``output_config.effort`` (``max`` is
+    ``xhigh``), else of ``thinking``'s budget; None when neither says one (``adaptive``
+    thinking alone leaves it to the model). Both stay in ``extra`` as sent.
+
+    >>> reasoning_effort({"thinking": {"type": "enabled", "budget_tokens": 8000}})
+    'medium'
+    >>> reasoning_effort({"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}})
+    'xhigh'
+    """
+    config = body.get("output_config")
+    effort = config.get("effort") if isinstance(config, dict) else None
+    if isinstance(effort, str):
+        return "xhigh" if effort == "max" else effort
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        return None
+    return next((name for limit, name in _BUDGETS if budget < limit), "high")
 
 
 def _stop_sequences(raw: list[Any]) -> tuple[str, ...]:
@@ -98,7 +134,7 @@ def _metadata(meta: Json | None, extra: Json) -> str | None:
     return user
 
 
-def _system(raw: object, tolerant: bool) -> tuple[Text, ...]:
+def _system(raw: object, tolerant: Tolerance) -> tuple[Text, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str):
@@ -115,24 +151,38 @@ def _system(raw: object, tolerant: bool) -> tuple[Text, ...]:
     return tuple(collect(raw, text, tolerant))
 
 
-def _messages(raw: list[Any], tolerant: bool, start: int) -> tuple[Message, ...]:
+def _messages(raw: list[Any], tolerant: Tolerance, start: int) -> tuple[Message, ...]:
     out: list[Message] = []
     for i in range(start, len(raw)):
         item = raw[i]
         where = f"messages[{i}]"
         msg = as_obj(item, where)
         role = msg.get("role")
-        if role not in ("user", "assistant"):
+        if role not in ("user", "assistant", "system"):
             raise InvalidRequestError(
-                f"must be 'user' or 'assistant', got {role!r}", field=f"{where}.role"
+                f"must be 'user', 'assistant' or 'system', got {role!r}", field=f"{where}.role"
             )
         parts = _content(msg.get("content"), where, tolerant)
         extra = residual(msg, ("role", "content"))
-        if role == "assistant":
+        if role == "system":  # a mid-conversation system entry (a beta): kept in place
+            out.append(Message("user", _texts(parts, where, tolerant), {"role": "system", **extra}))
+        elif role == "assistant":
             _append(out, Message("assistant", tuple(parts), extra))
         else:
             _split_user(out, parts, extra)
     return tuple(out)
+
+
+def _texts(parts: list[Any], where: str, tolerant: Tolerance) -> tuple[Text, ...]:
+    """A system entry's texts (the canonical model has no other system content)."""
+    texts: list[Text] = []
+    for j, part in enumerate(parts):
+        if isinstance(part, Text):
+            texts.append(part)
+        else:
+            error = UnsupportedError("system entries hold only text", field=f"{where}.content[{j}]")
+            skip(error, tolerant)
+    return tuple(texts)
 
 
 def _split_user(out: list[Message], parts: list[Any], extra: Json) -> None:
@@ -157,7 +207,7 @@ def _append(out: list[Message], msg: Message) -> None:
         out.append(msg)
 
 
-def _content(raw: object, where: str, tolerant: bool) -> list[Any]:
+def _content(raw: object, where: str, tolerant: Tolerance) -> list[Any]:
     if isinstance(raw, str):
         return [Text(raw)]
     if not isinstance(raw, list):
@@ -168,7 +218,7 @@ def _content(raw: object, where: str, tolerant: bool) -> list[Any]:
 
 
 def _block(
-    raw: object, where: str, tolerant: bool
+    raw: object, where: str, tolerant: Tolerance
 ) -> Text | Image | ToolResult | ToolCall | Reasoning:
     block = as_obj(raw, where)
     kind = req_str(block, "type", where)
@@ -195,7 +245,9 @@ def assistant_block(block: Json, kind: str, where: str) -> Text | ToolCall | Rea
         args = dumps_json(req_obj(block, "input", where))
         extra = residual(block, ("type", "id", "name", "input"))
         return ToolCall(req_str(block, "id", where), req_str(block, "name", where), args, extra)
-    raise UnsupportedError(f"block type {kind!r} has no canonical form", field=f"{where}.type")
+    raise UnsupportedError(
+        f"block type {kind!r} has no canonical form", field=f"{where}.type", kind=f"type={kind}"
+    )
 
 
 def _image(block: Json, where: str) -> Image:
@@ -216,7 +268,7 @@ def _image(block: Json, where: str) -> Image:
     return replace(image, extra=extra)
 
 
-def _tool_result(block: Json, where: str, tolerant: bool) -> ToolResult:
+def _tool_result(block: Json, where: str, tolerant: Tolerance) -> ToolResult:
     raw = block.get("content")
     content: list[Any] = [] if raw is None else _content(raw, where, tolerant)
     for m, part in enumerate(content):

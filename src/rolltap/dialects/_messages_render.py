@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rolltap.dialects._fields import args_object
-from rolltap.dialects._xlate import Ctx, Json, overlay
+from rolltap.dialects._xlate import Ctx, Json, Sink, overlay
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -30,19 +30,23 @@ _MODES = {"auto": "auto", "required": "any", "tool": "tool", "none": "none"}
 _EMPTY_SCHEMA: Json = {"type": "object", "properties": {}}
 
 
-def render_request(req: Request) -> Json:
-    """A Messages body for ``req``; a 400 naming what Messages cannot express."""
-    ctx = Ctx(NAME, req.origin)
+def render_request(req: Request, sink: Sink | None = None) -> Json:
+    """A Messages body for ``req``; what Messages cannot express is decided by the
+    translation table, recorded in ``sink`` (none: a 400 naming what the policy covers)."""
+    ctx = Ctx(NAME, req.origin, sink=sink)
     extras = ctx.extras(req.extra, "request", "")  # settings first, then the conversation
     if req.seed is not None:
-        raise InvalidRequestError("the messages dialect has no seed", field="seed")
+        ctx.lacks("request", "seed", "seed")
     body: Json = {} if req.model is None else {"model": req.model}
     body["max_tokens"] = DEFAULT_MAX_TOKENS if req.max_tokens is None else req.max_tokens
-    body["messages"] = _conversation(req.messages, ctx)
-    if req.system:
-        body["system"] = _simplify(
-            [_text(t, f"system[{j}]", ctx) for j, t in enumerate(req.system)]
-        )
+    lead = 0 if ctx.own else _leading_system(req.messages)
+    body["messages"] = _conversation(req.messages, lead, ctx)
+    system = [_text(t, f"system[{j}]", ctx) for j, t in enumerate(req.system)]
+    for i, msg in enumerate(req.messages[:lead]):  # system entries before any turn
+        ctx.extras(msg.extra, "message", f"messages[{i}]")
+        system.extend(_user_blocks(msg.parts, f"messages[{i}]", ctx))
+    if system:
+        body["system"] = _simplify(system)
     fields: dict[str, Any] = {
         "stop_sequences": list(req.stop) or None,
         "temperature": req.temperature,
@@ -60,7 +64,26 @@ def render_request(req: Request) -> Json:
     meta = extras.pop("metadata", None)
     if req.user is not None or meta is not None:
         body["metadata"] = {**(meta or {}), **({} if req.user is None else {"user_id": req.user})}
+    if req.reasoning_effort is not None and not {"thinking", "output_config"} & extras.keys():
+        body.update(_effort(req.reasoning_effort))
     return overlay(body, extras)
+
+
+def _effort(effort: str) -> Json:
+    """An OpenAI-named effort in Messages' terms: ``none`` turns thinking off, ``minimal``
+    is ``low`` (Anthropic's lowest); the others have the same names."""
+    if effort == "none":
+        return {"thinking": {"type": "disabled"}}
+    return {"output_config": {"effort": "low" if effort == "minimal" else effort}}
+
+
+def _leading_system(messages: tuple[Message, ...]) -> int:
+    """How many messages open the conversation as system text (a translated call's:
+    Messages says that with ``system``, which every Anthropic-compatible server takes)."""
+    count = 0
+    while count < len(messages) and "role" in messages[count].extra:
+        count += 1
+    return count
 
 
 def _simplify(blocks: list[Json]) -> str | list[Json]:
@@ -96,18 +119,17 @@ def _tool_choice(choice: ToolChoice) -> Json:
     return out
 
 
-def _conversation(messages: tuple[Message, ...], ctx: Ctx) -> list[Json]:
+def _conversation(messages: tuple[Message, ...], lead: int, ctx: Ctx) -> list[Json]:
+    """The conversation past its first ``lead`` messages (lifted into ``system``)."""
     out: list[Json] = []
     open_results = False  # the last native message holds tool results a user turn may join
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if "role" in msg.extra:
-            raise InvalidRequestError(
-                "the messages dialect has system text only before the conversation",
-                field=f"{where}.role",
-            )
+    for i in range(lead, len(messages)):
+        msg, where = messages[i], f"messages[{i}]"
         extras = ctx.extras(msg.extra, "message", where)
-        if msg.role == "tool":
+        if "role" in msg.extra:  # system (or developer) text in place: Anthropic's beta
+            content = _simplify(_user_blocks(msg.parts, where, ctx))
+            out.append(overlay({"role": "system", "content": content}, extras))
+        elif msg.role == "tool":
             blocks = [_tool_result(p, f"{where}.parts[{j}]", ctx) for j, p in enumerate(msg.parts)]
             out.append(overlay({"role": "user", "content": blocks}, extras))
         elif msg.role == "user" and open_results:
@@ -119,7 +141,7 @@ def _conversation(messages: tuple[Message, ...], ctx: Ctx) -> list[Json]:
         else:
             content = _simplify(assistant_blocks(msg.parts, where, ctx))
             out.append(overlay({"role": "assistant", "content": content}, extras))
-        open_results = msg.role == "tool"
+        open_results = msg.role == "tool" and "role" not in msg.extra
     return out
 
 
@@ -144,7 +166,8 @@ def _image(image: Image, where: str, ctx: Ctx) -> Json:
         raise InvalidRequestError("inline images need a media type", field=f"{where}.media_type")
     else:
         source = {"type": "base64", "media_type": image.media_type, "data": image.data}
-    # an image's detail (a resolution hint) has no Anthropic field and is left out
+    if image.extra.get("detail") is not None and not ctx.own:
+        ctx.lacks("part", f"{where}.detail", "detail")  # a resolution hint: none here
     return overlay({"type": "image", "source": source}, ctx.extras(image.extra, "part", where))
 
 
@@ -189,6 +212,8 @@ def assistant_blocks(parts: tuple[Part, ...], where: str, ctx: Ctx) -> list[Json
 
 def _thinking(part: Reasoning, where: str, ctx: Ctx) -> list[Json]:
     kept = ctx.extras(part.extra, "part", where)
+    if not ctx.own and part.signature:  # another provider's: opaque here
+        ctx.lacks("part", f"{where}.signature", "signature")
     if not ctx.own and not part.text and (part.signature or part.extra):
         return []  # another dialect's opaque reasoning (encrypted, redacted)
     if kept.get("type") == "redacted_thinking":

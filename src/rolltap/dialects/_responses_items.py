@@ -15,7 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 from rolltap.dialects._fields import as_obj, image_from_url, image_url, opt_list, opt_str, req_str
-from rolltap.dialects._xlate import Ctx, Json, UnsupportedError, collect, overlay, residual
+from rolltap.dialects._xlate import (
+    Ctx,
+    Json,
+    Tolerance,
+    UnsupportedError,
+    collect,
+    overlay,
+    residual,
+)
 from rolltap.dialects.canonical import Image, Part, Reasoning, Text, ToolCall, ToolResult
 from rolltap.errors import InvalidRequestError
 
@@ -47,7 +55,7 @@ def _strip(extra: Json, defaults: Json) -> Json:
 
 
 def content_parts(
-    raw: object, where: str, default_type: str, tolerant: bool = False
+    raw: object, where: str, default_type: str, tolerant: Tolerance = False
 ) -> list[Text | Image]:
     """A message's content: a string, or ``input_text``/``output_text``/``refusal``/
     ``input_image`` parts (``tolerant``: see :func:`collect`)."""
@@ -82,10 +90,14 @@ def _part(raw: object, where: str, default_type: str) -> Text | Image:
         if part.get("detail") not in (None, "auto"):
             extra["detail"] = part["detail"]
         return image_from_url(url, extra)
-    raise UnsupportedError(f"part type {kind!r} has no canonical form", field=f"{where}.type")
+    raise UnsupportedError(
+        f"part type {kind!r} has no canonical form", field=f"{where}.type", kind=f"type={kind}"
+    )
 
 
-def message_texts(item: Json, where: str, defaults: Json, tolerant: bool = False) -> list[Text]:
+def message_texts(
+    item: Json, where: str, defaults: Json, tolerant: Tolerance = False
+) -> list[Text]:
     """An assistant message item's texts; its own fields go on the first one."""
     parts = content_parts(item.get("content"), f"{where}.content", "output_text", tolerant)
     texts: list[Text] = []
@@ -136,7 +148,7 @@ def call_item(item: Json, where: str, defaults: Json) -> ToolCall:
     )
 
 
-def result_item(item: Json, where: str, tolerant: bool = False) -> ToolResult:
+def result_item(item: Json, where: str, tolerant: Tolerance = False) -> ToolResult:
     content = content_parts(item.get("output"), f"{where}.output", "input_text", tolerant)
     extra = residual(item, ("type", "call_id", "output"))
     return ToolResult(req_str(item, "call_id", where), tuple(content), extra=extra)
@@ -181,7 +193,8 @@ def render_result(part: Part, where: str, ctx: Ctx) -> Json:
         raise InvalidRequestError("tool messages hold only tool results", field=where)
     output = render_content(part.content, f"{where}.content", ctx)
     base = {"type": "function_call_output", "call_id": part.call_id, "output": output or ""}
-    # is_error has no Responses field: dropped by design (see allowlist)
+    if part.is_error:  # Responses has no such flag (the text says what failed)
+        ctx.lacks("part", f"{where}.is_error", "is_error")
     return overlay(base, ctx.extras(part.extra, "part", where))
 
 
@@ -223,6 +236,8 @@ def _call(call: ToolCall, where: str, ctx: Ctx, defaults: Json) -> Json:
 
 def _reasoning(part: Reasoning, where: str, ctx: Ctx, defaults: Json) -> list[Json]:
     kept = ctx.extras(part.extra, "part", where)
+    if not ctx.own and part.signature:  # another provider's: opaque here
+        ctx.lacks("part", f"{where}.signature", "signature")
     if not ctx.own and not part.text and (part.signature or part.extra):
         return []  # another dialect's opaque reasoning (redacted, signed)
     base: Json = {

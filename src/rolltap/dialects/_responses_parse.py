@@ -23,7 +23,14 @@ from rolltap.dialects._responses_items import (
     reasoning_item,
     result_item,
 )
-from rolltap.dialects._xlate import Json, UnsupportedError, request_origin, residual
+from rolltap.dialects._xlate import (
+    Json,
+    Tolerance,
+    UnsupportedError,
+    request_origin,
+    residual,
+    skip,
+)
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -61,7 +68,7 @@ _MODES: dict[str, Literal["auto", "none", "required"]] = {
 }
 
 
-def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) -> Request:
+def parse_request_body(body: Json, *, tolerant: Tolerance = False, start: int = 0) -> Request:
     """A Responses request as canonical; ``tolerant`` skips what has no canonical form,
     ``start`` leaves out the first input items (see :mod:`._chat_parse`)."""
     extra = residual(body, _KNOWN)
@@ -78,12 +85,19 @@ def parse_request_body(body: Json, *, tolerant: bool = False, start: int = 0) ->
         top_p=opt_number(body, "top_p", ""),
         stream=bool(opt_bool(body, "stream", "")),
         user=opt_str(body, "user", ""),
+        reasoning_effort=_effort(body.get("reasoning")),
         extra=extra,
     )
     return replace(req, origin=request_origin(req, NAME))
 
 
-def _input(raw: object, system: list[Text], tolerant: bool, start: int) -> tuple[Message, ...]:
+def _effort(reasoning: object) -> str | None:
+    """``reasoning.effort``; the ``reasoning`` object stays in ``extra`` as sent."""
+    effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    return effort if isinstance(effort, str) else None
+
+
+def _input(raw: object, system: list[Text], tolerant: Tolerance, start: int) -> tuple[Message, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str):
@@ -96,13 +110,14 @@ def _input(raw: object, system: list[Text], tolerant: bool, start: int) -> tuple
         where = f"input[{i}]"
         try:
             _item(as_obj(item, where), where, out, system, tolerant)
-        except UnsupportedError:
-            if not tolerant:
-                raise
+        except UnsupportedError as exc:
+            skip(exc, tolerant)
     return tuple(out)
 
 
-def _item(item: Json, where: str, out: list[Message], system: list[Text], tolerant: bool) -> None:
+def _item(
+    item: Json, where: str, out: list[Message], system: list[Text], tolerant: Tolerance
+) -> None:
     kind = item.get("type", "message")  # an easy input message may leave out its type
     if not isinstance(kind, str):
         raise InvalidRequestError("must be a string", field=f"{where}.type")
@@ -115,11 +130,13 @@ def _item(item: Json, where: str, out: list[Message], system: list[Text], tolera
     elif kind == "function_call_output":
         _add(out, "tool", result_item(item, where, tolerant))
     else:
-        raise UnsupportedError(f"item type {kind!r} has no canonical form", field=f"{where}.type")
+        raise UnsupportedError(
+            f"item type {kind!r} has no canonical form", field=f"{where}.type", kind=f"type={kind}"
+        )
 
 
 def _message(
-    item: Json, where: str, out: list[Message], system: list[Text], tolerant: bool
+    item: Json, where: str, out: list[Message], system: list[Text], tolerant: Tolerance
 ) -> None:
     role = item.get("role")
     if role == "assistant":

@@ -11,18 +11,19 @@ from rolltap.dialects._responses_items import (
     render_result,
     render_text,
 )
-from rolltap.dialects._xlate import Ctx, Json, overlay
+from rolltap.dialects._xlate import Ctx, Json, Sink, overlay
 from rolltap.dialects.canonical import Message, Request, Text, Tool, ToolChoice
 from rolltap.errors import InvalidRequestError
 
 __all__ = ["render_request"]
 
 
-def render_request(req: Request) -> Json:
-    """A Responses body for ``req``; a 400 naming what Responses cannot express."""
-    ctx = Ctx(NAME, req.origin)
+def render_request(req: Request, sink: Sink | None = None) -> Json:
+    """A Responses body for ``req``; what Responses cannot express is decided by the
+    translation table, recorded in ``sink`` (none: a 400 naming what the policy covers)."""
+    ctx = Ctx(NAME, req.origin, sink=sink)
     extras = ctx.extras(req.extra, "request", "")  # settings first, then the conversation
-    _refuse_unexpressible(req)
+    _unexpressible(req, ctx)
     body: Json = {} if req.model is None else {"model": req.model}
     instructions, system_items = _system(req.system, ctx)
     if instructions is not None:
@@ -42,16 +43,18 @@ def render_request(req: Request) -> Json:
         _tool_choice(req.tool_choice, body)
     if "tools" in extras:
         body["tools"] = [*body.get("tools", ()), *extras.pop("tools")]
+    if req.reasoning_effort is not None and "reasoning" not in extras:
+        body["reasoning"] = {"effort": req.reasoning_effort}
     return overlay(body, extras)
 
 
-def _refuse_unexpressible(req: Request) -> None:
-    """Responses has no stop sequences, seed or top_k: a request that sets one is a 400."""
+def _unexpressible(req: Request, ctx: Ctx) -> None:
+    """Responses has no stop sequences, seed or top_k: each set is the policy's."""
     for field, unset in (("stop", not req.stop), ("seed", req.seed is None)):
         if not unset:
-            raise InvalidRequestError("the responses dialect has no such field", field=field)
+            ctx.lacks("request", field, field)
     if req.top_k is not None:
-        raise InvalidRequestError("the responses dialect has no such field", field="top_k")
+        ctx.lacks("request", "top_k", "top_k")
 
 
 def _system(texts: tuple[Text, ...], ctx: Ctx) -> tuple[str | None, list[Json]]:

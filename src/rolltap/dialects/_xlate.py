@@ -3,8 +3,10 @@
 Extras. A parser keeps each native field it does not consume in the ``extra`` of the
 canonical object it builds (the request, a message, a part, a tool). A renderer for
 the same dialect writes them back; a renderer for another dialect passes them to
-:func:`kept_extras`, which lets null values and allowlisted fields go and raises a
-400 naming the first field it cannot express. A few extra keys have the same meaning
+:func:`kept_extras`, which lets null values go and decides every other field by the
+translation table (:mod:`rolltap.dialects.allowlist`): mapped, dropped (recorded in the
+render's :class:`~rolltap.dialects._drops.Sink`) or left to the policy (dropped and
+recorded, or a 400 naming the field). A few extra keys have the same meaning
 in several dialects and every renderer reads them (:data:`PORTABLE`): ``role`` on a
 system text or message (``developer``/``system``), ``strict`` on a tool, ``detail`` on
 an image.
@@ -18,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable
 from typing import Any, TypeVar
 
+from rolltap.dialects._drops import Sink, UnsupportedError
 from rolltap.dialects._fields import join
-from rolltap.dialects.allowlist import Allow, Level, droppable
+from rolltap.dialects.allowlist import Level, lookup, nested
 from rolltap.dialects.canonical import Message, Part, Reasoning, Request, ToolResult
 from rolltap.errors import InvalidRequestError
 
@@ -27,6 +30,8 @@ __all__ = [
     "PORTABLE",
     "Ctx",
     "Json",
+    "Sink",
+    "Tolerance",
     "UnsupportedError",
     "collect",
     "diff",
@@ -35,6 +40,7 @@ __all__ = [
     "parts_origin",
     "request_origin",
     "residual",
+    "skip",
 ]
 
 Json = dict[str, Any]
@@ -42,27 +48,32 @@ Json = dict[str, Any]
 PORTABLE = frozenset({"role", "strict", "detail"})
 
 
-class UnsupportedError(InvalidRequestError):
-    """A native element (part, item, role) the canonical model has no form for.
-
-    Validation tolerates these (the body is valid in its own dialect); conversion does not.
-    """
-
-
 _T = TypeVar("_T")
 _U = TypeVar("_U")
 
+Tolerance = bool | Sink
+"""How a parser meets an element with no canonical form: ``False`` raises, ``True``
+(validation) skips it so the ones after it are still checked, a :class:`Sink`
+(translation) drops and records it or refuses, by its policy."""
 
-def collect(items: Iterable[_T], convert: Callable[[int, _T], _U], tolerant: bool) -> list[_U]:
-    """``convert(j, item)`` for each item; when ``tolerant`` (validation), an item with
-    no canonical form is skipped so the ones after it are still checked."""
+
+def skip(exc: UnsupportedError, tolerant: Tolerance) -> None:
+    """Go past the element ``exc`` names, as ``tolerant`` says (or raise ``exc``)."""
+    if isinstance(tolerant, Sink):
+        tolerant.skipped(exc)
+    elif not tolerant:
+        raise exc
+
+
+def collect(items: Iterable[_T], convert: Callable[[int, _T], _U], tolerant: Tolerance) -> list[_U]:
+    """``convert(j, item)`` for each item; an item with no canonical form is passed to
+    :func:`skip` (validation goes on to check the ones after it)."""
     out: list[_U] = []
     for j, item in enumerate(items):
         try:
             out.append(convert(j, item))
-        except UnsupportedError:
-            if not tolerant:
-                raise
+        except UnsupportedError as exc:
+            skip(exc, tolerant)
     return out
 
 
@@ -108,43 +119,76 @@ def diff(native: Json, base: Json) -> Json:
     return out
 
 
-def kept_extras(extra: Json, *, own: bool, allow: Allow, where: str, target: str) -> Json:
+def kept_extras(extra: Json, *, own: bool, ctx: Ctx, level: Level, where: str) -> Json:
     """The extras a renderer writes: all but the portable ones when they are its own;
-    none when they come from another dialect, after checking each may be dropped.
-
-    >>> kept_extras({"n": 1}, own=False, allow={"n": lambda v: v == 1}, where="", target="chat")
-    {}
-    """
+    none when they come from another dialect, each decided by the translation table
+    (:mod:`rolltap.dialects.allowlist`): mapped, dropped and recorded, or left to the
+    policy (dropped and recorded, or refused)."""
     if own:
         return {k: v for k, v in extra.items() if k not in PORTABLE}
     for key, value in extra.items():
-        if value is None or key in PORTABLE or (key in allow and allow[key](value)):
+        if value is None or key in PORTABLE:
             continue
-        raise InvalidRequestError(
-            f"has no equivalent in the {target} dialect", field=join(where, key)
-        )
+        if level == "request" and key == "tools" and isinstance(value, list):
+            for tool in value:  # the tools the canonical model has no form for, each
+                kind = tool.get("type") if isinstance(tool, dict) else None
+                ctx.decide("tool", f"tools[type={kind}]", "type", kind)
+            continue
+        ctx.decide(level, join(where, key), key, value)
     return {}
 
 
 class Ctx:
     """Whose extras a renderer for dialect ``name`` meets. A strict one (requests)
-    refuses foreign extras it may not drop; a lenient one (responses: the upstream
-    has answered already) ignores them."""
+    decides each foreign extra by the translation table, recording what it drops in
+    ``sink`` (none given: a sink that refuses what the policy covers); a lenient one
+    (responses: the upstream has answered already) ignores them."""
 
-    __slots__ = ("name", "origin", "own", "strict")
+    __slots__ = ("name", "origin", "own", "sink", "strict")
 
-    def __init__(self, name: str, origin: str | None, *, strict: bool = True) -> None:
+    def __init__(
+        self, name: str, origin: str | None, *, strict: bool = True, sink: Sink | None = None
+    ) -> None:
         self.name = name
         self.origin = origin
         self.own = origin == name
         self.strict = strict
+        self.sink = Sink("refuse", name) if sink is None else sink
 
     def extras(self, extra: Json, level: Level, where: str) -> Json:
         """The extras to write for one object (see :func:`kept_extras`)."""
         if not (self.own or self.strict):
             return {}
-        allow = droppable(self.origin, level)
-        return kept_extras(extra, own=self.own, allow=allow, where=where, target=self.name)
+        return kept_extras(extra, own=self.own, ctx=self, level=level, where=where)
+
+    def decide(self, level: Level, path: str, field: str, value: Any) -> None:
+        """One foreign field, at ``path``: its row's action (no row: the policy)."""
+        origin = self.origin or "any"
+        if isinstance(value, dict) and nested(origin, level, field):
+            for key, inner in value.items():  # the table names the fields inside
+                if inner is not None:
+                    self.decide(level, f"{path}.{key}", f"{field}.{key}", inner)
+            return
+        row = lookup(origin, level, field, self.name, value)
+        if row is None:
+            self.sink.unsupported(path, f"has no equivalent in the {self.name} dialect")
+        elif row.action == "dropped":
+            self.sink.drop(path, row.reason)
+        elif row.action == "policy":
+            self.sink.unsupported(path, row.reason)
+
+    def lacks(self, level: Level, path: str, field: str) -> None:
+        """A canonical ``field`` (at ``path``) this dialect has no place for: decided by
+        the table's ``any`` row for it. Nothing to decide on an answer (lenient)."""
+        if not self.strict:
+            return
+        row = lookup("any", level, field, self.name)
+        if row is None:  # the renderers ask only about fields the table names
+            raise InvalidRequestError(f"the {self.name} dialect has no such field", field=path)
+        if row.action == "dropped":
+            self.sink.drop(path, row.reason)
+        elif row.action == "policy":
+            self.sink.unsupported(path, row.reason)
 
 
 def _bears(extra: Json) -> bool:

@@ -1,144 +1,107 @@
-"""Fields of one dialect that a renderer for another dialect may drop instead of refusing.
+"""The translation table: what becomes of each field when a call changes dialect.
 
-Everything a parser cannot map lands in an ``extra``; rendering it to another dialect
-is a 400 naming the field, except for the fields below, which change nothing the
-model sees (transport, storage and caching hints, bookkeeping ids, a second spelling
-of a mapped value) or are mapped onto a canonical field already. Any field whose
-value is null is also dropped (null means "not set" in all three APIs).
+Each :class:`Row` says, for a field of one dialect (``dialect``) at one ``level`` of a
+request, what a translation to each of ``targets`` does with it:
 
-========== ======== ===================================================================
-dialect    level    field (dropped when)
-========== ======== ===================================================================
-chat       request  ``n`` (== 1), ``stream_options``, ``max_completion_tokens`` /
-                    ``max_tokens`` (spellings of canonical ``max_tokens``),
-                    ``response_format`` (== the default ``{"type": "text"}``)
-chat       message  ``tool_calls`` and ``annotations`` (when empty, as SDKs echo them)
-chat       part     ``index`` (on an echoed tool call), ``fields`` (reasoning spelling)
-messages   request  ``metadata`` (its ``user_id`` is mapped to ``user``)
-messages   nested   ``cache_control`` on messages, parts and tools (a caching hint)
-messages   part     ``type`` == ``redacted_thinking`` (the block is left out: opaque
-                    outside Anthropic, like a signature)
-messages   tool     ``type`` == ``custom`` (the default)
-responses  request  ``store``, ``include``, ``prompt_cache_key``; at their defaults:
-                    ``text`` (plain text format, medium verbosity), ``truncation``
-                    (``disabled``), ``background`` (false)
-responses  nested   ``id``, ``status``, ``item`` on messages and parts (an echoed output
-                    item's id and status)
-responses  part     ``summary``, ``content`` (reasoning text, mapped), ``annotations``
-                    and ``logprobs`` (when empty), ``type`` (``input_text``,
-                    ``output_text`` or ``refusal``: a text's spelling)
-========== ======== ===================================================================
+- ``mapped``: the target says the same thing its own way (a canonical field, a second
+  spelling of one, a value at the target's default);
+- ``dropped``: it changes only presentation, caching or the provider's own state;
+  left out and recorded in the request event's ``rewrites``, whatever the policy;
+- ``policy``: it means something the target cannot express; left out and recorded
+  under the endpoint's ``unsupported = "drop"`` (the default), a 400 naming it under
+  ``"refuse"``. A field of another dialect that no row names is ``policy`` too.
 
-Also dropped where the target has no field for them, by design: a reasoning
-``signature`` outside its own dialect (see
-:class:`~rolltap.dialects.canonical.Reasoning`), a tool result's ``is_error`` when
-rendering to chat or Responses (neither has the flag; the result text still says it),
-and, rendering to Messages, an image's ``detail`` (a resolution hint) and a system
-text's ``developer`` role (Anthropic's system prompt plays both parts).
+Rows of dialect ``any`` name canonical fields (whichever dialect they came from), and
+levels ``element`` and ``header`` document what the parsers and the relay upstream do
+with whole blocks or items and with vendor headers. A row with ``when`` applies only to
+values it accepts (``n`` at 1 is mapped, any other ``n`` is policy); rows of one field
+are tried in order. Null values are "not set" in all three APIs and never recorded.
+``docs/translation.md`` shows this table (:func:`markdown`; a test keeps them equal).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["Allow", "Level", "droppable"]
+from rolltap.dialects._table_rows import ROWS as _ROWS
+from rolltap.dialects._table_rows import Action, Level, Row
 
-Level = Literal["request", "message", "part", "tool"]
-Allow = Mapping[str, Callable[[Any], bool]]
-"""Foreign extras that may be dropped: field name -> is this value safe to drop."""
+__all__ = ["DIALECT_NAMES", "ROWS", "Action", "Level", "Row", "lookup", "markdown", "nested"]
 
+DIALECT_NAMES = ("chat", "messages", "responses")
+ROWS: tuple[Row, ...] = _ROWS
 
-def always(_: object) -> bool:
-    return True
-
-
-def is_empty(value: object) -> bool:
-    return not value
-
-
-def _is_one(value: object) -> bool:
-    return value == 1
+_INDEX: dict[tuple[str, Level, str], list[Row]] = {}
+for _row in ROWS:
+    _INDEX.setdefault((_row.dialect, _row.level, _row.field), []).append(_row)
+_PARENTS = frozenset(
+    (r.dialect, r.level, r.field.partition(".")[0]) for r in ROWS if "." in r.field
+)
 
 
-def _plain_format(value: object) -> bool:
-    return value == {"type": "text"}
+def lookup(dialect: str, level: Level, field: str, target: str, value: Any = None) -> Row | None:
+    """The row that decides an extra ``field`` (of ``dialect``, at ``level``) rendered to
+    ``target``; ``a.*`` rows stand for every field in ``a`` no row names. Rows of fields
+    the parser reads (``parsed``) never decide an extra.
 
-
-def _default_text(value: object) -> bool:
-    """Responses' ``text`` setting at its default: plain text, medium verbosity."""
-    if not isinstance(value, dict) or set(value) - {"format", "verbosity"}:
-        return False
-    return value.get("format", {"type": "text"}) == {"type": "text"} and value.get(
-        "verbosity", "medium"
-    ) in ("medium", None)
-
-
-def _custom(value: object) -> bool:
-    return value == "custom"
-
-
-def _text_type(value: object) -> bool:
-    return value in ("input_text", "output_text", "refusal")
-
-
-def _redacted(value: object) -> bool:
-    return value == "redacted_thinking"
-
-
-_CACHE: Allow = {"cache_control": always}
-_ITEM: Allow = {"id": always, "status": always, "item": always}
-
-_TABLE: dict[str, dict[Level, Allow]] = {
-    "chat": {
-        "request": {
-            "n": _is_one,
-            "stream_options": always,
-            "max_completion_tokens": always,
-            "max_tokens": always,
-            "response_format": _plain_format,
-        },
-        "message": {"tool_calls": is_empty, "annotations": is_empty},
-        "part": {"index": always, "fields": always},
-    },
-    "messages": {
-        "request": {"metadata": always},
-        "message": _CACHE,
-        "part": {**_CACHE, "type": _redacted},
-        "tool": {**_CACHE, "type": _custom},
-    },
-    "responses": {
-        "request": {
-            "store": always,
-            "include": always,
-            "prompt_cache_key": always,
-            "text": _default_text,
-            "truncation": lambda v: v == "disabled",
-            "background": lambda v: v is False,
-        },
-        "message": _ITEM,
-        "part": {
-            **_ITEM,
-            "summary": always,
-            "content": always,
-            "annotations": is_empty,
-            "logprobs": is_empty,
-            "type": _text_type,
-        },
-        "tool": {},
-    },
-}
-
-_NONE: Allow = MappingProxyType({})
-
-
-def droppable(origin: str | None, level: Level) -> Allow:
-    """The fields of ``origin``'s dialect at ``level`` that another dialect may drop.
-
-    >>> droppable("chat", "request")["n"](1)
+    >>> lookup("responses", "request", "store", "chat").action
+    'dropped'
+    >>> lookup("chat", "request", "n", "messages", 2).action
+    'policy'
+    >>> lookup("messages", "request", "metadata.tenant", "chat").action
+    'dropped'
+    >>> lookup("chat", "request", "colour", "messages") is None
     True
     """
-    if origin is None:
-        return _NONE
-    return _TABLE.get(origin, {}).get(level, _NONE)
+    parent, dot, _ = field.rpartition(".")
+    for name in (field, f"{parent}.*") if dot else (field,):
+        for row in _INDEX.get((dialect, level, name), ()):
+            if row.parsed or target not in row.targets:
+                continue
+            if row.when is None or row.when(value):
+                return row
+    return None
+
+
+def nested(dialect: str, level: Level, field: str) -> bool:
+    """Whether the table names fields inside ``field`` (``reasoning.summary``) rather
+    than ``field`` itself."""
+    return (dialect, level, field) in _PARENTS
+
+
+def _targets(row: Row) -> str:
+    others = [d for d in DIALECT_NAMES if d != row.dialect]
+    return "any other" if list(row.targets) == others else ", ".join(row.targets)
+
+
+def _cells(row: Row) -> Iterator[str]:
+    yield row.dialect
+    yield row.level
+    yield f"`{row.field}`" + (f" {row.cond}" if row.cond else "")
+    yield _targets(row)
+    yield row.action
+    yield row.reason
+
+
+def markdown() -> str:
+    """The table as the Markdown ``docs/translation.md`` shows."""
+    lines = [
+        "| from | level | field | to | action | what happens |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines.extend("| " + " | ".join(_cells(row)) + " |" for row in ROWS)
+    return "\n".join(lines) + "\n"
+
+
+def _check(rows: tuple[Row, ...]) -> None:
+    """Rows name known dialects and never target their own (a relay is no translation)."""
+    known = {*DIALECT_NAMES, "any"}
+    for row in rows:
+        if row.dialect not in known or not set(row.targets) <= set(DIALECT_NAMES):
+            raise ValueError(f"translation table: bad row {row}")
+        if row.dialect in row.targets:
+            raise ValueError(f"translation table: {row.field} targets its own dialect")
+
+
+_check(ROWS)

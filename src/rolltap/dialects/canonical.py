@@ -4,9 +4,10 @@ Three wire formats reach the gateway (OpenAI chat completions, Anthropic Message
 OpenAI Responses) and three leave it. Rather than n² pairwise translators, each
 dialect module converts to and from these types; a translation is
 ``render_X(parse_Y(body))``. The types are immutable, carry only what has meaning
-in more than one dialect, and keep what does not in ``extra`` so a renderer can
-either express it or refuse with a 400 that names the field; nothing is dropped
-silently.
+in more than one dialect, and keep what does not in ``extra``; a renderer for
+another dialect decides each such field by the translation table
+(:mod:`rolltap.dialects.allowlist`): expressed, or dropped and recorded, or refused
+with a 400 that names it; nothing is dropped silently.
 
 Streams use the same idea: a dialect's stream parser turns upstream events into
 :data:`StreamEvent` values, and a dialect's stream renderer turns those into the
@@ -146,9 +147,8 @@ class Request:
 
     ``extra`` holds top-level fields of the source dialect with no canonical meaning,
     keyed by their name there; a renderer for the same dialect writes them back, a
-    renderer for another dialect raises ``InvalidRequestError(field=name)`` for any it
-    cannot express. ``origin`` is the dialect ``extra`` (and the nested extras) came
-    from; None when there are none.
+    renderer for another dialect decides each by the translation table. ``origin`` is
+    the dialect ``extra`` (and the nested extras) came from; None when there are none.
     """
 
     messages: tuple[Message, ...]
@@ -164,6 +164,10 @@ class Request:
     seed: int | None = None
     stream: bool = False
     user: str | None = None
+    #: how hard the model should reason, in OpenAI's words (``none``, ``minimal``,
+    #: ``low``, ``medium``, ``high``, ``xhigh``): chat's ``reasoning_effort``, Responses'
+    #: ``reasoning.effort``, Messages' ``output_config.effort`` or thinking budget
+    reasoning_effort: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     origin: str | None = None
 
