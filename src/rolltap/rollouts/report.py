@@ -14,6 +14,7 @@ from rich.table import Table
 
 from rolltap.rollouts.results import RolloutResult
 from rolltap.store import FAILED_STATUSES, WriterStats
+from rolltap.store.figures import fmt_ms
 
 __all__ = ["ProgressReporter", "render_compare", "render_summary", "render_workers"]
 
@@ -138,8 +139,8 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
         ("completion tokens", _fmt(summary["tokens"]["completion"])),
     ]
-    rows += [(f"latency {k} ms", _fmt(v)) for k, v in summary["latency_ms"].items()]
-    rows += [(f"ttfc {k} ms", _fmt(v)) for k, v in summary["ttfc_ms"].items()]
+    rows += [(f"latency {k}", fmt_ms(v)) for k, v in summary["latency_ms"].items()]
+    rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in summary["ttfc_ms"].items()]
     return rows
 
 

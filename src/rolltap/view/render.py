@@ -10,6 +10,7 @@ Pure functions; the templates call them as filters (:data:`FILTERS`) and globals
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -21,6 +22,7 @@ import orjson
 
 from rolltap import __version__
 from rolltap.store.browse import RunRow
+from rolltap.store.figures import fmt_ms
 
 __all__ = [
     "FILTERS",
@@ -63,7 +65,7 @@ def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "–"
     if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
+        return fmt_ms(seconds * 1000)
     if seconds < 120:
         return f"{seconds:.1f} s"
     return f"{seconds / 60:.1f} min"
@@ -202,6 +204,7 @@ FILTERS = {
     "num": fmt_num,
     "when": fmt_time,
     "duration": fmt_duration,
+    "ms": functools.partial(fmt_ms, missing="–"),
     "pretty": pretty_json,
     "lpcolour": logprob_colour,
     "jsontext": json_text,
