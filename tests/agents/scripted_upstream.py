@@ -9,14 +9,16 @@ decides each answer from the request alone, so every rollout gets the same scrip
    (``Bash`` for Claude Code, ``exec_command`` for Codex) running ``command``;
 2. a request that carries a tool result gets the text ``final``.
 
-With ``command=None`` every request gets ``final`` (a one-turn agent). Every request is
-kept (``requests``) so a test can see what the agent sent.
+``command`` is one shell line for every rollout, or a mapping from a word of the task's
+prompt to the line for that task (a prompt with none of the words gets ``final`` at
+once); with ``command=None`` every request gets ``final`` (a one-turn agent). Every
+request is kept (``requests``) so a test can see what the agent sent.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -137,6 +139,20 @@ def responses_exec(command: str) -> bytes:
     ])  # fmt: skip
 
 
+def _user_text(body: dict[str, Any]) -> str:
+    """The text of the user's turns (Messages ``messages``, Responses ``input``)."""
+    texts: list[str] = []
+    for entry in [*(body.get("messages") or []), *(body.get("input") or [])]:
+        if not isinstance(entry, dict) or entry.get("role") != "user":
+            continue
+        content = entry.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [str(b.get("text", "")) for b in content if isinstance(b, dict)]
+    return "\n".join(texts)
+
+
 def _has_tool_result(body: dict[str, Any]) -> bool:
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
@@ -153,9 +169,15 @@ def _has_tool_result(body: dict[str, Any]) -> bool:
 class ScriptedUpstream:
     """The aiohttp handler and what it saw (see the module docstring)."""
 
-    def __init__(self, command: str | None, final: str) -> None:
+    def __init__(self, command: str | Mapping[str, str] | None, final: str) -> None:
         self.command, self.final = command, final
         self.requests: list[dict[str, Any]] = []
+
+    def _command_for(self, body: dict[str, Any]) -> str | None:
+        if self.command is None or isinstance(self.command, str):
+            return self.command
+        prompt = _user_text(body)
+        return next((line for word, line in self.command.items() if word in prompt), None)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -166,11 +188,11 @@ class ScriptedUpstream:
             return web.json_response({})
         if request.path.endswith("/messages/count_tokens"):
             return web.json_response({"input_tokens": 10})
-        call = self.command is not None and not _has_tool_result(body)
+        command = None if _has_tool_result(body) else self._command_for(body)
         if request.path.endswith("/messages"):
-            data = messages_bash(self.command or "") if call else messages_text(self.final)
+            data = messages_text(self.final) if command is None else messages_bash(command)
         elif request.path.endswith("/responses"):
-            data = responses_exec(self.command or "") if call else responses_text(self.final)
+            data = responses_text(self.final) if command is None else responses_exec(command)
         else:
             return web.json_response({"error": {"message": "not scripted"}}, status=404)
         return web.Response(body=data, content_type="text/event-stream")
@@ -182,7 +204,7 @@ class ScriptedUpstream:
 
 @asynccontextmanager
 async def scripted_upstream(
-    command: str | None = None, final: str = "done"
+    command: str | Mapping[str, str] | None = None, final: str = "done"
 ) -> AsyncIterator[tuple[str, ScriptedUpstream]]:
     """A started :class:`ScriptedUpstream` on loopback: ``(base URL, upstream)``; the base
     URL has no ``/v1`` (add it for an OpenAI-style client)."""
