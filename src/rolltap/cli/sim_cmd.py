@@ -1,15 +1,17 @@
-"""``rolltap sim``: run the simulated upstream (OpenAI and Anthropic APIs) until Ctrl-C."""
+"""``rolltap sim``: run the simulated upstream (OpenAI and Anthropic APIs) until Ctrl-C;
+``--script FILE`` makes it say scripted turns (:mod:`rolltap.sim.script`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from rolltap.errors import ConfigError
-from rolltap.sim import SimConfig, Simulator, parse_fault
+from rolltap.sim import SimConfig, Simulator, load_script, parse_fault
 
 __all__ = ["register", "run_sim"]
 
@@ -40,6 +42,20 @@ _HELP = "\n\n".join(
         " token is --ttft-ms plus --prefill-ms-per-token for each prompt token not cached."
         " GET /stats reports hit and missed tokens, and requests per X-Rolltap-Rollout,"
         " X-Session-ID and X-SMG-Routing-Key value.",
+        "Script: --script FILE answers the chat, Messages and Responses routes (stream and"
+        " not, each dialect's tool-call framing) with scripted turns instead, to drive a real"
+        " agent through its tool loop. FILE is JSON:"
+        ' {"default": \\[TURN, …], "sessions": {"ID": \\[TURN, …]}} (a bare list of turns is'
+        ' the default). A TURN is {"text": "…"}, {"tool_call": CALL}, {"tool_calls":'
+        ' \\[CALL, …]}, or text with calls (the text first); a CALL is {"name": "Bash",'
+        ' "arguments": {"command": "echo hi > hello.txt"}}, any tool name, declared or not.',
+        "A call's session is its X-Rolltap-Rollout header (the gateway sends it), else its"
+        " X-Session-ID, else one shared session; the n-th call of a session gets turn n of"
+        " its sessions entry, or of default (each session counts its own calls); a session"
+        " with neither gets generated answers. After the last turn every call is answered"
+        ' with the text "done", so an agent\'s loop ends. A call answered with a fault keeps'
+        " its turn for the retry. The file is checked at start: a bad entry is one error"
+        " naming it. GET /stats counts the turns used per session (script_turns).",
     ]
 )
 
@@ -88,12 +104,18 @@ def sim(
     prefix_block_tokens: Annotated[
         int, typer.Option(help="Prompt tokens per prefix-cache block.", min=1)
     ] = 16,
+    script: Annotated[
+        Path | None,
+        typer.Option(help="Scripted turns per session, a JSON file (see above).", dir_okay=False),
+    ] = None,
 ) -> None:
     """Run the simulator in the foreground."""
     try:
         faults = tuple(parse_fault(spec) for spec in fault or ())
     except ConfigError as exc:
         raise typer.BadParameter(exc.message, param_hint="--fault") from None
+    # A bad script is a ConfigError naming its entry: one line, exit 2, before serving.
+    loaded = load_script(script) if script is not None else None
     config = SimConfig(
         seed=seed,
         ttft_ms=ttft_ms,
@@ -104,6 +126,7 @@ def sim(
         prefill_ms_per_token=prefill_ms_per_token,
         prefix_cache_blocks=prefix_cache_blocks,
         prefix_block_tokens=prefix_block_tokens,
+        script=loaded,
     )
     try:
         asyncio.run(run_sim(config, host, port, on_ready=_print_ready))

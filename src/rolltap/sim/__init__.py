@@ -10,12 +10,35 @@ Used by tests and benchmarks for speed, load and faults::
         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
         claude = anthropic.AsyncAnthropic(base_url=sim.url, api_key="k")
 
+With ``SimConfig(script=...)`` (``rolltap sim --script FILE``) the conversation routes say
+scripted turns per session, text or tool calls, so a test can drive a real agent through
+its tool loop (the format: :mod:`rolltap.sim.script`)::
+
+    script = {"default": [
+        {"tool_call": {"name": "Bash", "arguments": {"command": "echo hi > hello.txt"}}},
+        {"text": "done"},
+    ]}
+    async with Simulator(SimConfig(script=script)) as sim: ...
+
 Per request, ``x-sim-fault: SPEC`` injects one fault (see :func:`parse_fault`) and
 ``x-sim-gate: NAME`` holds the request at :meth:`Simulator.gate` ``(NAME)`` until opened.
 """
 
 from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
+from rolltap.sim.script import Script, ScriptTurn, ToolCall, load_script, parse_script
 from rolltap.sim.server import Simulator
 from rolltap.sim.stats import Gate, SimStats
 
-__all__ = ["FaultSpec", "Gate", "SimConfig", "SimStats", "Simulator", "parse_fault"]
+__all__ = [
+    "FaultSpec",
+    "Gate",
+    "Script",
+    "ScriptTurn",
+    "SimConfig",
+    "SimStats",
+    "Simulator",
+    "ToolCall",
+    "load_script",
+    "parse_fault",
+    "parse_script",
+]

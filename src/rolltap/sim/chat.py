@@ -22,6 +22,7 @@ from rolltap.sim.content import (
 )
 from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
 from rolltap.sim.prefix import PromptTokens, conversation_tokens
+from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.wire import error_response
 
 __all__ = ["CHAT", "plan_for", "prompt_for"]
@@ -118,22 +119,20 @@ def _logprobs(answer: Answer, start: int, stop: int) -> dict[str, Any] | None:
     return {"content": [_logprob_entry(t, lp) for t, lp in pairs]}
 
 
-def _tool_call(answer: Answer, arguments: str) -> dict[str, Any]:
+def _tool_call(call: ToolCall, arguments: str) -> dict[str, Any]:
     return {
-        "id": _CALL,
+        "id": _CALL if call.id is None else "call_" + call.id,
         "type": "function",
-        "function": {"name": answer.tool_name, "arguments": arguments},
+        "function": {"name": call.name, "arguments": arguments},
     }
 
 
 def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...]) -> bytes:
-    message: dict[str, Any] = {"role": "assistant", "content": answer.text}
-    if answer.tool_name is not None:
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [_tool_call(answer, answer.tool_args)],
-        }
+    # A message of tool calls alone has no content (null), as OpenAI's.
+    content = answer.text if answer.tokens or not answer.calls else None
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if answer.calls:
+        message["tool_calls"] = [_tool_call(call, call.arguments) for call in answer.calls]
     if thought:
         message["reasoning_content"] = "".join(thought)
     choice = {
@@ -211,26 +210,32 @@ class _Chunks:
     def tokens(self) -> list[bytes]:
         events = self.thinking()
         answer = self.answer
-        if answer.tool_name is not None:
-            call = {"index": 0, **_tool_call(answer, "")}
-            opening = {"role": "assistant", "content": None, "tool_calls": [call]}
-            events.append(self.delta(opening, ids=self.piece(0)))
-            for fragment in fragments(answer.tool_args):
-                more = {"index": 0, "function": {"arguments": fragment}}
-                events.append(self.delta({"tool_calls": [more]}))
-            return events
-        if not answer.tokens:
+        if not answer.tokens and not answer.calls:
             return [*events, self.delta({"role": "assistant", "content": ""})]
         for i, token in enumerate(answer.tokens):
             delta = {"role": "assistant", "content": token} if i == 0 else {"content": token}
             events.append(self.delta(delta, _logprobs(answer, i, i + 1), ids=self.piece(i)))
+        for index, call in enumerate(answer.calls):
+            events += self.call(index, call, first=index == 0 and not answer.tokens)
+        return events
+
+    def call(self, index: int, call: ToolCall, *, first: bool) -> list[bytes]:
+        """One tool call's chunks: its id and name, then its arguments in pieces."""
+        opening: dict[str, Any] = {"tool_calls": [{"index": index, **_tool_call(call, "")}]}
+        if first:
+            opening = {"role": "assistant", "content": None, **opening}
+        events = [self.delta(opening, ids=self.piece(0) if first else None)]
+        for fragment in fragments(call.arguments):
+            more = {"index": index, "function": {"arguments": fragment}}
+            events.append(self.delta({"tool_calls": [more]}))
         return events
 
 
-def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
-    """Serialize the answer to ``body`` for the wire shape the request asked for."""
+def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = None) -> Plan:
+    """Serialize the answer to ``body`` (``turn``: the script's) for the wire shape the
+    request asked for."""
     prompt = prompt_for(body, config)
-    answer = answer_for(prompt, config)
+    answer = answer_for(prompt, config, turn)
     thought = reasoning_of(answer, config)
     ids = None
     if body.get("return_token_ids") is True:
@@ -264,4 +269,5 @@ CHAT = Dialect(
     malformed_body=b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{not json',
     malformed_event=b"data: {not json\n\n",
     prompt_tokens=_prompt_tokens,
+    plan_turn=plan_for,
 )

@@ -23,11 +23,13 @@ A fault spec is ``KIND[=ARG][@PROB]``:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rolltap.errors import ConfigError
+from rolltap.sim.script import Script, load_script, parse_script
 
 __all__ = ["FAULT_KINDS", "FaultKind", "FaultSpec", "SimConfig", "parse_fault"]
 
@@ -124,10 +126,12 @@ def parse_fault(spec: str) -> FaultSpec:
 class SimConfig(BaseModel):
     """How the simulator answers: timing, completion length, faults and the model name.
 
-    ``faults`` accepts :class:`FaultSpec` objects or spec strings (``"status=500@0.1"``).
+    ``faults`` accepts :class:`FaultSpec` objects or spec strings (``"status=500@0.1"``);
+    ``script`` a :class:`~rolltap.sim.script.Script`, its JSON data (a dict or list) or
+    the path of its file.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     seed: int = 0
     #: delay before the first byte of a response, in milliseconds (the base of the time to
@@ -165,6 +169,9 @@ class SimConfig(BaseModel):
     #: extra headers on every response, as a real server sends its own (e.g. llama-server's
     #: ``Access-Control-Allow-Origin``, empty when the request had no ``Origin``)
     response_headers: dict[str, str] = Field(default_factory=dict)
+    #: scripted answers per session on the chat, Messages and Responses routes (see
+    #: :mod:`rolltap.sim.script`); ``None``: every answer is generated
+    script: Script | None = None
 
     @property
     def counts_prompts(self) -> bool:
@@ -178,6 +185,16 @@ class SimConfig(BaseModel):
             return (parse_fault(value),)
         if isinstance(value, list | tuple):
             return tuple(parse_fault(v) if isinstance(v, str) else v for v in value)
+        return value
+
+    @field_validator("script", mode="before")
+    @classmethod
+    def _load_script(cls, value: Any) -> Any:
+        # A ConfigError is no ValueError, so pydantic lets it through as it is.
+        if isinstance(value, str | Path):
+            return load_script(value)
+        if isinstance(value, dict | list):
+            return parse_script(value)
         return value
 
     @field_validator("tool_marker")

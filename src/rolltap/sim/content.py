@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
 from rolltap.sim.config import SimConfig
+from rolltap.sim.script import ScriptTurn, ToolCall
 
 __all__ = [
     "WORDS",
@@ -93,15 +95,16 @@ class Prompt:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the simulated model says for one request (text or one tool call)."""
+    """What the simulated model says for one request: text, tool calls, or (scripted) both,
+    the text first."""
 
     model: str
-    #: the completion, one word per token; empty for a tool call
+    #: the completion, one word per token; empty for a generated tool call
     tokens: tuple[str, ...]
     #: one logprob per token when the request asked for logprobs
     logprobs: tuple[float, ...] | None
-    tool_name: str | None
-    tool_args: str
+    #: the tool calls, in order (a generated answer has at most one)
+    calls: tuple[ToolCall, ...]
     stop: Stop
     #: the stop sequence that ended the text, when ``stop == "stop_sequence"``
     stop_sequence: str | None
@@ -113,6 +116,16 @@ class Answer:
     def text(self) -> str:
         """The whole completion text."""
         return "".join(self.tokens)
+
+    @property
+    def tool_name(self) -> str | None:
+        """The first call's tool, ``None`` without a call."""
+        return self.calls[0].name if self.calls else None
+
+    @property
+    def tool_args(self) -> str:
+        """The first call's arguments (JSON), ``""`` without a call."""
+        return self.calls[0].arguments if self.calls else ""
 
 
 def text_of(content: Any) -> str:
@@ -193,21 +206,41 @@ def _cut_at_stop(tokens: tuple[str, ...], stops: tuple[str, ...]) -> tuple[tuple
     return tuple(kept), stop
 
 
-def answer_for(prompt: Prompt, config: SimConfig) -> Answer:
-    """The deterministic answer to a request."""
+# A scripted text's tokens: each word with the spaces before it (and trailing spaces).
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+def _scripted(prompt: Prompt, turn: ScriptTurn, common: dict[str, Any]) -> Answer:
+    """The answer a script gives: its text and calls, whatever the request's tools and caps."""
+    tokens = tuple(_PIECES.findall(turn.text))
+    called = sum((len(c.name) + len(c.arguments)) // 4 + 1 for c in turn.calls)
+    return Answer(
+        tokens=tokens,
+        logprobs=tuple(0.0 for _ in tokens) if prompt.logprobs else None,
+        calls=turn.calls,
+        stop="tool_call" if turn.calls else "end",
+        stop_sequence=None,
+        completion_tokens=len(tokens) + called,
+        **common,
+    )
+
+
+def answer_for(prompt: Prompt, config: SimConfig, turn: ScriptTurn | None = None) -> Answer:
+    """The deterministic answer to a request; ``turn``: the script's, said as it is."""
     common: dict[str, Any] = {
         "model": prompt.model,
         "prompt_tokens": prompt.prompt_tokens,
         "stream": prompt.stream,
     }
+    if turn is not None:
+        return _scripted(prompt, turn, common)
     tool = _chosen_tool(prompt)
     if tool is not None:
         args = tool_arguments(tool.parameters)
         return Answer(
             tokens=(),
             logprobs=None,
-            tool_name=tool.name,
-            tool_args=args,
+            calls=(ToolCall(tool.name, args),),
             stop="tool_call",
             stop_sequence=None,
             completion_tokens=(len(tool.name) + len(args)) // 4 + 1,
@@ -230,8 +263,7 @@ def answer_for(prompt: Prompt, config: SimConfig) -> Answer:
     return Answer(
         tokens=tokens,
         logprobs=logprobs,
-        tool_name=None,
-        tool_args="",
+        calls=(),
         stop=stop,
         stop_sequence=stop_sequence or None,
         completion_tokens=len(tokens),

@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -22,6 +23,7 @@ from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
 from rolltap.sim.content import BadRequest
 from rolltap.sim.plan import Dialect, Plan
 from rolltap.sim.prefix import PrefixCache, PromptBlocks, prompt_blocks
+from rolltap.sim.script import ScriptPlayer, ScriptTurn, session_of
 from rolltap.sim.stats import Gate, StatsBoard
 from rolltap.sim.wire import reset_connection, send
 
@@ -74,6 +76,7 @@ class Handler:
         self._config = config
         self._board = board
         self._gate = gate
+        self._player = ScriptPlayer(config.script) if config.script is not None else None
         self._rng = random.Random(config.seed)
         # Answers depend only on the route and the body bytes, so repeated bodies skip all
         # generation.
@@ -139,21 +142,37 @@ class Handler:
         if not isinstance(body, dict):
             message = "body must be a JSON object"
             raise _Refused(dialect.error(400, message, "invalid_request", headers))
-        planned = self._plan(dialect, raw, body, headers)
+        player, turn, session = self._player, None, None
+        if player is not None and dialect.plan_turn is not None:
+            session = session_of(request.headers)
+            turn = player.peek(session, number)
+        planned = self._plan(dialect, raw, body, headers, turn)
         fault = self._pick_fault(dialect, request.headers.get("x-sim-fault"), headers)
+        if player is not None and turn is not None and fault is None:
+            # A faulted answer leaves the turn for the agent's retry.
+            self._board.stats.script_turns[session or ""] = player.advance(session)
         gate_name = request.headers.get("x-sim-gate")
         gate = self._gate(gate_name) if gate_name else None
         return _Call(dialect, request, number, headers, planned.plan, fault, gate, planned.blocks)
 
     def _plan(
-        self, dialect: Dialect, raw: bytes, body: dict[str, object], headers: dict[str, str]
+        self,
+        dialect: Dialect,
+        raw: bytes,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        turn: ScriptTurn | None,
     ) -> _Planned:
         key = (dialect.name, raw)
-        planned = self._plans.get(key)
+        # A scripted answer depends on the session's place in its script, not the body.
+        planned = self._plans.get(key) if turn is None else None
         if planned is None:
             config = self._config
             try:
-                plan = dialect.plan(body, config)
+                if turn is not None and dialect.plan_turn is not None:
+                    plan = dialect.plan_turn(body, config, turn)
+                else:
+                    plan = dialect.plan(body, config)
                 blocks = None
                 if config.counts_prompts and dialect.prompt_tokens is not None and plan.latency:
                     tokens = dialect.prompt_tokens(body, config)
@@ -162,7 +181,8 @@ class Handler:
             except BadRequest as exc:
                 raise _Refused(dialect.error(400, str(exc), "invalid_request", headers)) from None
             planned = _Planned(plan, blocks)
-            self._remember(key, planned)
+            if turn is None:
+                self._remember(key, planned)
         return planned
 
     def _remember(self, key: tuple[str, bytes], planned: _Planned) -> None:

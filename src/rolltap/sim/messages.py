@@ -12,6 +12,7 @@ from rolltap.sim.content import Answer, answer_for
 from rolltap.sim.messages_in import prompt_for
 from rolltap.sim.plan import Dialect, Plan, fragments, hole, sse
 from rolltap.sim.prefix import PromptTokens, conversation_tokens
+from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.wire import error_headers
 
 __all__ = ["COUNT_TOKENS", "MESSAGES", "error_response"]
@@ -48,12 +49,18 @@ def error_response(status: int, message: str, code: str, headers: dict[str, str]
     return web.Response(status=status, body=body, content_type="application/json", headers=out)
 
 
+def _call_id(call: ToolCall) -> Any:
+    return _CALL if call.id is None else "toolu_" + call.id
+
+
 def _blocks(answer: Answer) -> list[dict[str, Any]]:
-    if answer.tool_name is not None:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": answer.text}] if answer.tokens else []
+    for call in answer.calls:
         # The arguments are JSON that orjson wrote, so they embed as they are.
-        arguments = orjson.Fragment(answer.tool_args.encode())
-        return [{"type": "tool_use", "id": _CALL, "name": answer.tool_name, "input": arguments}]
-    return [{"type": "text", "text": answer.text}] if answer.tokens else []
+        arguments = orjson.Fragment(call.arguments.encode())
+        blocks.append({"type": "tool_use", "id": _call_id(call), "name": call.name,
+                       "input": arguments})  # fmt: skip
+    return blocks
 
 
 def _message(answer: Answer, content: list[Any], done: bool) -> dict[str, Any]:
@@ -72,34 +79,38 @@ def _message(answer: Answer, content: list[Any], done: bool) -> dict[str, Any]:
     }
 
 
-def _block_events(answer: Answer) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The content block as started (empty), and its deltas."""
-    if answer.tool_name is not None:
-        start = {"type": "tool_use", "id": _CALL, "name": answer.tool_name, "input": {}}
-        deltas = [
-            {"type": "input_json_delta", "partial_json": f} for f in fragments(answer.tool_args)
-        ]
-        return start, deltas
-    deltas = [{"type": "text_delta", "text": token} for token in answer.tokens]
-    return {"type": "text", "text": ""}, deltas
+def _block_events(answer: Answer) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each content block as started (empty), with its deltas: the text, then each call."""
+    blocks = []
+    if answer.tokens:
+        deltas = [{"type": "text_delta", "text": token} for token in answer.tokens]
+        blocks.append(({"type": "text", "text": ""}, deltas))
+    for call in answer.calls:
+        start = {"type": "tool_use", "id": _call_id(call), "name": call.name, "input": {}}
+        pieces = fragments(call.arguments)
+        blocks.append((start, [{"type": "input_json_delta", "partial_json": f} for f in pieces]))
+    return blocks
 
 
 def _events(answer: Answer) -> Plan:
     events = [
         sse({"type": "message_start", "message": _message(answer, [], False)}, "message_start")
     ]
-    start, deltas = _block_events(answer)
-    has_block = answer.tool_name is not None or bool(answer.tokens)
-    if has_block:
-        block_start = {"type": "content_block_start", "index": 0, "content_block": start}
+    first_token = last_token = 0
+    for index, (start, deltas) in enumerate(_block_events(answer)):
+        block_start = {"type": "content_block_start", "index": index, "content_block": start}
         events.append(sse(block_start, "content_block_start"))
-    events.append(sse({"type": "ping"}, "ping"))
-    first_token = len(events)
-    for delta in deltas:
-        payload = {"type": "content_block_delta", "index": 0, "delta": delta}
-        events.append(sse(payload, "content_block_delta"))
-    if has_block:
-        events.append(sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+        if index == 0:
+            events.append(sse({"type": "ping"}, "ping"))
+            first_token = len(events)
+        for delta in deltas:
+            payload = {"type": "content_block_delta", "index": index, "delta": delta}
+            events.append(sse(payload, "content_block_delta"))
+        last_token = len(events)
+        events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    if len(events) == 1:  # no block: an empty answer
+        events.append(sse({"type": "ping"}, "ping"))
+        first_token = last_token = len(events)
     message_delta = {
         "type": "message_delta",
         "delta": {"stop_reason": _STOP_REASONS[answer.stop], "stop_sequence": answer.stop_sequence},
@@ -107,12 +118,12 @@ def _events(answer: Answer) -> Plan:
     }
     events.append(sse(message_delta, "message_delta"))
     events.append(sse({"type": "message_stop"}, "message_stop"))
-    return Plan.streamed(events, first_token=first_token, token_events=len(deltas))
+    return Plan.streamed(events, first_token=first_token, token_events=last_token - first_token)
 
 
-def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
-    """Serialize the answer to a Messages request, stream or not."""
-    answer = answer_for(prompt_for(body), config)
+def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = None) -> Plan:
+    """Serialize the answer to a Messages request (``turn``: the script's), stream or not."""
+    answer = answer_for(prompt_for(body), config, turn)
     if answer.stream:
         return _events(answer)
     body_bytes = orjson.dumps(_message(answer, _blocks(answer), True))
@@ -139,6 +150,7 @@ MESSAGES = Dialect(
     malformed_body=b'{"id": "msg_sim", "type": "message", "content": [{not json',
     malformed_event=b"event: content_block_delta\ndata: {not json\n\n",
     prompt_tokens=_prompt_tokens,
+    plan_turn=plan_for,
 )
 
 #: Anthropic token counting, served at ``POST /v1/messages/count_tokens``.

@@ -12,7 +12,9 @@ from rolltap.sim.content import BadRequest, Prompt, Tool, Turn, call_turn, text_
 
 __all__ = ["prompt_for"]
 
-_ROLES = ("user", "assistant")
+# "system" inside messages: the mid-conversation system messages Claude Code sends (a beta
+# the Messages API accepts).
+_ROLES = ("user", "assistant", "system")
 _CHOICES = ("auto", "any", "tool", "none")
 
 
@@ -42,7 +44,7 @@ def _block_turns(role: str, blocks: list[Any], where: str) -> Iterator[Turn]:
             pending = True
             continue
         if kind not in ("tool_use", "tool_result"):
-            continue  # images, documents, thinking: no text the simulator reads
+            continue  # images, documents, thinking, unknown kinds: no text the simulator reads
         if pending:
             yield (role, "".join(texts))
             texts.clear()
@@ -65,7 +67,7 @@ def _turns(messages: Any) -> Iterator[Turn]:
             raise BadRequest(f"{where}: Input should be an object")
         role, content = message.get("role"), message.get("content")
         if role not in _ROLES:
-            raise BadRequest(f"{where}.role: Input should be 'user' or 'assistant'")
+            raise BadRequest(f"{where}.role: Input should be 'user', 'assistant' or 'system'")
         if isinstance(content, str):
             yield (role, content)
         elif isinstance(content, list):

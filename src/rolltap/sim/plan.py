@@ -17,6 +17,7 @@ from aiohttp import web
 
 from rolltap.sim.config import SimConfig
 from rolltap.sim.prefix import PromptTokens
+from rolltap.sim.script import ScriptTurn
 
 __all__ = ["CREATED", "Dialect", "Plan", "Template", "fragments", "hole", "sse"]
 
@@ -128,6 +129,9 @@ class Dialect:
     #: the request's prompt and answer in the simulator's tokens, for the prefix cache and
     #: the prefill cost (:mod:`rolltap.sim.prefix`); ``None``: the route has no prompt to fill
     prompt_tokens: Callable[[dict[str, Any], SimConfig], PromptTokens] | None = None
+    #: the plan for a request body that a script answers (:mod:`rolltap.sim.script`);
+    #: ``None``: the route takes no script (token counting, the token routes)
+    plan_turn: Callable[[dict[str, Any], SimConfig, ScriptTurn], Plan] | None = None
     _names: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from rolltap.sim.content import Answer, answer_for
 from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
 from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.responses_in import prompt_for
+from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.wire import error_response
 
 __all__ = ["RESPONSES", "plan_for"]
@@ -51,24 +52,36 @@ def _part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _item(answer: Answer, done: bool) -> dict[str, Any]:
-    status = _status(answer, done)
-    if answer.tool_name is not None:
-        return {
-            "id": _FUNCTION_ID,
-            "type": "function_call",
-            "status": status,
-            "arguments": answer.tool_args if done else "",
-            "call_id": _CALL_ID,
-            "name": answer.tool_name,
-        }
+def _call_item(answer: Answer, call: ToolCall, done: bool) -> dict[str, Any]:
+    return {
+        "id": _FUNCTION_ID if call.id is None else "fc_" + call.id,
+        "type": "function_call",
+        "status": _status(answer, done),
+        "arguments": call.arguments if done else "",
+        "call_id": _CALL_ID if call.id is None else "call_" + call.id,
+        "name": call.name,
+    }
+
+
+def _message_item(answer: Answer, done: bool) -> dict[str, Any]:
     return {
         "id": _MESSAGE_ID,
         "type": "message",
-        "status": status,
+        "status": _status(answer, done),
         "role": "assistant",
         "content": [_part(answer.text)] if done else [],
     }
+
+
+def _has_message(answer: Answer) -> bool:
+    """Whether the output holds a message: text, or nothing else to say."""
+    return bool(answer.tokens) or not answer.calls
+
+
+def _items(answer: Answer, done: bool) -> list[dict[str, Any]]:
+    """The output items: the message (when there is text), then one per tool call."""
+    items = [_message_item(answer, done)] if _has_message(answer) else []
+    return items + [_call_item(answer, call, done) for call in answer.calls]
 
 
 def _response(answer: Answer, echo: dict[str, Any], done: bool) -> dict[str, Any]:
@@ -88,60 +101,76 @@ def _response(answer: Answer, echo: dict[str, Any], done: bool) -> dict[str, Any
         "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "model": answer.model,
-        "output": [_item(answer, True)] if done else [],
+        "output": _items(answer, True) if done else [],
         "usage": usage if done else None,
         **echo,
     }
 
 
 class _Events:
-    """The stream's events, each with the next ``sequence_number``."""
+    """The stream's events, each with the next ``sequence_number``; where the deltas are."""
 
     def __init__(self) -> None:
         self.events: list[bytes] = []
+        #: the index of the first event carrying a token (-1: none yet), and past the last
+        self.first_token = -1
+        self.last_token = 0
 
     def add(self, kind: str, **fields: Any) -> None:
         payload = {"type": kind, "sequence_number": len(self.events), **fields}
         self.events.append(sse(payload, kind))
 
+    def delta(self, kind: str, **fields: Any) -> None:
+        """Add an event carrying a token."""
+        if self.first_token < 0:
+            self.first_token = len(self.events)
+        self.add(kind, **fields)
+        self.last_token = len(self.events)
 
-def _deltas(out: _Events, answer: Answer) -> int:
-    """Add the item's content events; returns how many carry tokens."""
-    at: dict[str, Any] = {"output_index": 0}
-    if answer.tool_name is not None:
-        at["item_id"] = _FUNCTION_ID
-        pieces = fragments(answer.tool_args)
-        for piece in pieces:
-            out.add("response.function_call_arguments.delta", **at, delta=piece)
-        args, name = answer.tool_args, answer.tool_name
-        out.add("response.function_call_arguments.done", **at, arguments=args, name=name)
-        return len(pieces)
-    at |= {"item_id": _MESSAGE_ID, "content_index": 0}
+
+def _text_events(out: _Events, answer: Answer, at: dict[str, Any]) -> None:
+    at = {**at, "item_id": _MESSAGE_ID, "content_index": 0}
     out.add("response.content_part.added", **at, part=_part(""))
+    if out.first_token < 0 and not answer.tokens:
+        out.first_token = out.last_token = len(out.events)  # where the first would be
     for token in answer.tokens:
-        out.add("response.output_text.delta", **at, delta=token, logprobs=[])
+        out.delta("response.output_text.delta", **at, delta=token, logprobs=[])
     out.add("response.output_text.done", **at, text=answer.text, logprobs=[])
     out.add("response.content_part.done", **at, part=_part(answer.text))
-    return len(answer.tokens)
+
+
+def _call_events(out: _Events, call: ToolCall, at: dict[str, Any]) -> None:
+    at = {**at, "item_id": _FUNCTION_ID if call.id is None else "fc_" + call.id}
+    if out.first_token < 0:
+        out.first_token = out.last_token = len(out.events)
+    for piece in fragments(call.arguments):
+        out.delta("response.function_call_arguments.delta", **at, delta=piece)
+    args, name = call.arguments, call.name
+    out.add("response.function_call_arguments.done", **at, arguments=args, name=name)
 
 
 def _stream(answer: Answer, echo: dict[str, Any]) -> Plan:
     out = _Events()
     out.add("response.created", response=_response(answer, echo, False))
     out.add("response.in_progress", response=_response(answer, echo, False))
-    out.add("response.output_item.added", output_index=0, item=_item(answer, False))
-    # A message's first token follows its content_part.added; a call's follows the item.
-    first_token = len(out.events) + (0 if answer.tool_name is not None else 1)
-    token_events = _deltas(out, answer)
-    out.add("response.output_item.done", output_index=0, item=_item(answer, True))
+    started, done = _items(answer, False), _items(answer, True)
+    calls = iter(answer.calls)
+    for index, (item, finished) in enumerate(zip(started, done, strict=True)):
+        out.add("response.output_item.added", output_index=index, item=item)
+        if item["type"] == "message":
+            _text_events(out, answer, {"output_index": index})
+        else:
+            _call_events(out, next(calls), {"output_index": index})
+        out.add("response.output_item.done", output_index=index, item=finished)
     final = _response(answer, echo, True)
     out.add(f"response.{final['status']}", response=final)
-    return Plan.streamed(out.events, first_token=first_token, token_events=token_events)
+    token_events = out.last_token - out.first_token
+    return Plan.streamed(out.events, first_token=out.first_token, token_events=token_events)
 
 
-def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
-    """Serialize the answer to a Responses request, stream or not."""
-    answer = answer_for(prompt_for(body), config)
+def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = None) -> Plan:
+    """Serialize the answer to a Responses request (``turn``: the script's), stream or not."""
+    answer = answer_for(prompt_for(body), config, turn)
     if answer.stream:
         return _stream(answer, _echo(body))
     body_bytes = orjson.dumps(_response(answer, _echo(body), True))
@@ -162,4 +191,5 @@ RESPONSES = Dialect(
     malformed_body=b'{"id": "resp_sim", "object": "response", "output": [{not json',
     malformed_event=b"event: response.output_text.delta\ndata: {not json\n\n",
     prompt_tokens=_prompt_tokens,
+    plan_turn=plan_for,
 )

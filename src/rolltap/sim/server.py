@@ -75,7 +75,8 @@ class Simulator:
     ``POST /tokenize``                    the vocabulary's ids of a text, in vLLM's or
                                           llama.cpp's shape (:mod:`rolltap.sim.tokenize`;
                                           not counted in stats)
-    ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats)
+    ``GET /v1/models``, ``GET /health``   model list and liveness (not counted in stats;
+                                          ``GET``/``HEAD /`` answers as ``/health``)
     ``GET /stats``                        :meth:`snapshot`: the counters, prefix-cache hits
                                           and requests per routing header value
     ====================================  ====================================================
@@ -100,6 +101,13 @@ class Simulator:
     ``ttft_ms + prefill_ms_per_token × prompt tokens not cached``; the stats count hit and
     missed tokens. Requests are counted per value of ``X-Rolltap-Rollout``,
     ``X-Session-ID`` and ``X-SMG-Routing-Key``, so a test can see where each rollout went.
+
+    With :attr:`SimConfig.script` the chat, Messages and Responses routes say a script's
+    turns instead, per session (``X-Rolltap-Rollout``, else ``X-Session-ID``): text and
+    tool calls, in each dialect's framing, stream and not (see :mod:`rolltap.sim.script`).
+    They take what real agents send: unknown fields, roles a beta allows (``system``
+    entries inside Messages ``messages``, Responses ``developer`` items), block, item and
+    tool types they do not read.
 
     Every response carries ``x-sim-request-id`` and ``x-sim-auth-digest`` (16 hex chars of
     the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``), and
@@ -264,7 +272,8 @@ class Simulator:
             return await self._handler.handle(dialect, request, number, headers)
         if path == "/v1/models" and method == "GET":
             return web.Response(body=self._models, content_type="application/json", headers=headers)
-        if path == "/health" and method == "GET":
+        if path in ("/health", "/") and method in ("GET", "HEAD"):
+            # "/": Claude Code probes its bare base URL before its first call.
             return web.Response(body=_HEALTH, content_type="application/json", headers=headers)
         if path == "/stats" and method == "GET":
             body = orjson.dumps(self.snapshot())

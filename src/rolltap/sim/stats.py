@@ -53,6 +53,9 @@ class SimStats:
     requests_by_rollout: dict[str, int] = field(default_factory=dict)
     requests_by_session: dict[str, int] = field(default_factory=dict)
     requests_by_routing_key: dict[str, int] = field(default_factory=dict)
+    #: scripted turns used per session (``""``: the shared session of calls without
+    #: ``X-Rolltap-Rollout`` or ``X-Session-ID``); empty without a script
+    script_turns: dict[str, int] = field(default_factory=dict)
 
     @property
     def prefix_hit_rate(self) -> float | None:
@@ -87,6 +90,7 @@ class SimStats:
             "requests_by_rollout": dict(self.requests_by_rollout),
             "requests_by_session": dict(self.requests_by_session),
             "requests_by_routing_key": dict(self.requests_by_routing_key),
+            "script_turns": dict(self.script_turns),
         }
 
 
