@@ -3,15 +3,17 @@ count_tokens, and fields an upstream dialect cannot express."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import anthropic
 import openai
 import pytest
 
-from helpers import GatewayFactory, events, register
+from helpers import ADMIN_TOKEN, GatewayFactory, events, register
+from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
+from rolltap.gateway import Gateway
 from rolltap.gateway.harness import ESTIMATE_HEADER
 from rolltap.sim import Simulator
 
@@ -133,20 +135,31 @@ async def test_count_tokens_counted_upstream_or_estimated(
     assert estimated is (upstream != "messages")
 
 
-async def test_a_field_the_upstream_cannot_express_is_a_400_naming_it(
-    make_gateway: GatewayFactory, http: aiohttp.ClientSession, sim: Simulator
+@pytest.mark.parametrize("unsupported", ["refuse", "drop"])
+async def test_a_field_the_upstream_cannot_express_is_refused_or_dropped(
+    unsupported: Literal["drop", "refuse"], http: aiohttp.ClientSession, sim: Simulator
 ) -> None:
-    gateway = await make_gateway(dialect="responses")
-    rollout = await register(http, gateway)
-    async with openai.AsyncOpenAI(
-        base_url=rollout["openai_base_url"], api_key=rollout["api_key"], max_retries=0
-    ) as client:
-        with pytest.raises(openai.BadRequestError) as info:
-            await client.chat.completions.create(
+    endpoint = EndpointConfig(
+        base_url=sim.base_url, model="sim-model", dialect="responses", unsupported=unsupported
+    )
+    async with Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN)) as gateway:
+        rollout = await register(http, gateway)
+        async with openai.AsyncOpenAI(
+            base_url=rollout["openai_base_url"], api_key=rollout["api_key"], max_retries=0
+        ) as client:
+            create = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}], stop=["END"]
             )
-    assert info.value.param == "stop"
-    assert sim.stats.requests == 0
+            if unsupported == "refuse":  # a strict evaluation: a 400 naming the field
+                with pytest.raises(openai.BadRequestError) as info:
+                    await create
+                assert info.value.param == "stop"
+                assert sim.stats.requests == 0
+                return
+            await create  # the default: sent without it, and the request event says so
+        request = (await events(http, gateway, rollout["id"]))[0]["payload"]
+    assert sim.stats.requests == 1
+    assert {"dropped": "stop", "reason": "Responses has no stop sequences"} in request["rewrites"]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from rolltap.config import EndpointConfig
+from rolltap.dialects.translate import UNSUPPORTED
 from rolltap.errors import ConfigError, RolltapError, UsageError
 from rolltap.rollouts.config import describe_errors
 
@@ -34,6 +35,7 @@ __all__ = [
     "OtelOpt",
     "ReasoningParserOpt",
     "ToolParserOpt",
+    "UnsupportedOpt",
     "UntilSignalled",
     "address_fields",
     "capture_fields",
@@ -46,6 +48,7 @@ __all__ = [
     "print_error",
     "report_error",
     "run_async",
+    "unsupported_fields",
 ]
 
 #: ``--otel/--no-otel`` on every command that runs rollouts
@@ -90,6 +93,16 @@ CaptureLogprobsOpt = Annotated[
     typer.Option(
         "--capture-logprobs/--no-capture-logprobs",
         help="With --capture-tokens: record logprobs too (asked for if the harness did not)",
+    ),
+]
+
+#: ``--unsupported`` where endpoint flags are: a translated call's inexpressible fields
+UnsupportedOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="drop|refuse",
+        help="A translated call's fields the upstream's dialect cannot express: drop them"
+        " (each recorded) or refuse the call with a 400 naming the field \\[drop]",
     ),
 ]
 
@@ -157,6 +170,15 @@ def capture_fields(capture_tokens: bool | None, capture_logprobs: bool | None) -
     """The endpoint fields of ``--capture-tokens`` and ``--capture-logprobs``, when given."""
     given = {"capture_tokens": capture_tokens, "capture_logprobs": capture_logprobs}
     return {k: v for k, v in given.items() if v is not None}
+
+
+def unsupported_fields(unsupported: str | None) -> dict[str, str]:
+    """The endpoint field of ``--unsupported``, when given; a typo is one usage error."""
+    if unsupported is None:
+        return {}
+    if unsupported not in UNSUPPORTED:
+        raise ConfigError(f"--unsupported must be drop or refuse (got {unsupported!r})")
+    return {"unsupported": unsupported}
 
 
 def endpoint_from_flags(**fields: Any) -> EndpointConfig:

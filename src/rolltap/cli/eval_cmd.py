@@ -19,10 +19,12 @@ from rolltap.cli.common import (
     OtelOpt,
     ReasoningParserOpt,
     ToolParserOpt,
+    UnsupportedOpt,
     console,
     err_console,
     print_error,
     run_async,
+    unsupported_fields,
 )
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
@@ -176,6 +178,7 @@ def eval_command(
     reasoning_parser: ReasoningParserOpt = None,
     capture_tokens: CaptureTokensOpt = None,
     capture_logprobs: CaptureLogprobsOpt = None,
+    unsupported: UnsupportedOpt = None,
     n: Annotated[int | None, typer.Option("-n", help="First N tasks")] = None,
     r: Annotated[int | None, typer.Option("-r", help="Rollouts per task \\[1]")] = None,
     c: Annotated[int | None, typer.Option("-c", help="Rollouts at once \\[16]")] = None,
@@ -230,6 +233,7 @@ def eval_command(
         "client": client, "tokenizer": tokenizer, "completions_api": completions_api,
         "tool_parser": tool_parser, "reasoning_parser": reasoning_parser,
         "capture_tokens": capture_tokens, "capture_logprobs": capture_logprobs,
+        "unsupported": unsupported_fields(unsupported).get("unsupported"),
         "rewards": reward or None, "store": store, "shuffle": shuffle or None, "seed": seed,
         "otel": otel, "otel_content": otel_content or None,
         "store_unavailable_timeout_s": store_unavailable_timeout,

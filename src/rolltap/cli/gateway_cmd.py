@@ -19,6 +19,7 @@ from rolltap.cli.common import (
     OtelOpt,
     ReasoningParserOpt,
     ToolParserOpt,
+    UnsupportedOpt,
     UntilSignalled,
     address_fields,
     capture_fields,
@@ -27,6 +28,7 @@ from rolltap.cli.common import (
     parser_fields,
     print_error,
     run_async,
+    unsupported_fields,
 )
 from rolltap.config import Dialect, EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
@@ -67,13 +69,18 @@ async def _serve(
     store_url: str | None,
     until: UntilSignalled,
     tracing: _Tracing = _Tracing(),
+    *,
+    local_fields: dict[str, str] | None = None,
 ) -> int:
-    """Serve until a signal; 0 after a clean shutdown, 1 if it timed out or a commit failed."""
+    """Serve until a signal; 0 after a clean shutdown, 1 if it timed out or a commit failed.
+    ``local_fields``: endpoint fields of the built-in local model's (``--unsupported``)."""
     otel_enabled(tracing.otel)  # a missing extra fails before the local model starts
     if endpoint is None:
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
-            local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+            local = EndpointConfig(
+                name="local", base_url=model.base_url, model=model.model, **(local_fields or {})
+            )
             return await _serve(local, settings, store_url, until, tracing)
     if store_url is None:
         return await _run_gateway(endpoint, settings, [], until, tracing)
@@ -149,6 +156,7 @@ def gateway(
     reasoning_parser: ReasoningParserOpt = None,
     capture_tokens: CaptureTokensOpt = None,
     capture_logprobs: CaptureLogprobsOpt = None,
+    unsupported: UnsupportedOpt = None,
     host: Annotated[str | None, typer.Option(help="Bind address [127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="Admin/first server port [0: any]")] = None,
     multiplex: Annotated[int | None, typer.Option(help="Rollouts per server [32]")] = None,
@@ -164,6 +172,7 @@ def gateway(
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
+    policy = unsupported_fields(unsupported)
     ep = None
     if not endpoint and dialect is not None:
         # the built-in local model is llama-server, which rolltap drives as chat only
@@ -182,11 +191,13 @@ def gateway(
             dialect=_DIALECT[dialect or UpstreamDialect.chat],
             **parser_fields(tool_parser, reasoning_parser),
             **capture_fields(capture_tokens, capture_logprobs),
+            **policy,
         )
     interrupts = Interrupts()
     until = UntilSignalled.installed(interrupts)
     tune_gc_for_gateway()
-    run_async(_serve(ep, settings, store, until, _Tracing(otel, otel_content)), interrupts)
+    local = {"local_fields": policy} if policy and ep is None else {}
+    run_async(_serve(ep, settings, store, until, _Tracing(otel, otel_content), **local), interrupts)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from rolltap.cli.common import (
     OtelOpt,
     ReasoningParserOpt,
     ToolParserOpt,
+    UnsupportedOpt,
     address_fields,
     capture_fields,
     console,
@@ -24,6 +25,7 @@ from rolltap.cli.common import (
     parser_fields,
     print_error,
     run_async,
+    unsupported_fields,
 )
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
@@ -35,14 +37,19 @@ from rolltap.store import mask_url, resolve_store_url
 __all__ = ["register"]
 
 
-async def _serve(values: dict[str, Any], config_file: Path | None) -> int:
-    """Serve until a signal, drain; 0 after a clean drain, 1 if it timed out or a commit failed."""
+async def _serve(
+    values: dict[str, Any], config_file: Path | None, *, local_fields: dict[str, str] | None = None
+) -> int:
+    """Serve until a signal, drain; 0 after a clean drain, 1 if it timed out or a commit failed.
+    ``local_fields``: endpoint fields of the built-in local model's (``--unsupported``)."""
     if not values.get("endpoints") and config_file is None:
         if values.get("ray") is not None:
             raise ConfigError(RAY_NEEDS_ENDPOINT)
         async with LocalModel() as model:
             console.print(f"local model: {model.base_url}")
-            local = EndpointConfig(name="local", base_url=model.base_url, model=model.model)
+            local = EndpointConfig(
+                name="local", base_url=model.base_url, model=model.model, **(local_fields or {})
+            )
             return await _serve({**values, "endpoints": [local]}, None)
     if config_file is not None:
         config = ServeConfig.from_toml(config_file, **values)
@@ -93,6 +100,7 @@ def serve(
     reasoning_parser: ReasoningParserOpt = None,
     capture_tokens: CaptureTokensOpt = None,
     capture_logprobs: CaptureLogprobsOpt = None,
+    unsupported: UnsupportedOpt = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes [CPUs, at most 8]")] = None,
     ray: Annotated[
         str | None,
@@ -160,6 +168,12 @@ def serve(
         "unsaved_dir": None if unsaved_dir is None else str(unsaved_dir),
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
+    policy = unsupported_fields(unsupported)
+    if policy and config is not None and not endpoint:
+        raise ConfigError(
+            "--unsupported applies to --endpoint or the local model; with --config, set"
+            " unsupported in each [endpoints.NAME] table"
+        )
     if endpoint:
         if model is None:
             raise typer.BadParameter("--model is required with --endpoint", param_hint="--model")
@@ -170,9 +184,11 @@ def serve(
                 api_key_env=api_key_env,
                 **parser_fields(tool_parser, reasoning_parser),
                 **capture_fields(capture_tokens, capture_logprobs),
+                **policy,
             )
         ]
-    run_async(_serve(values, config))
+    local = {"local_fields": policy} if policy and not endpoint else {}
+    run_async(_serve(values, config, **local))
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from rolltap.clients.relay_upstream import translated
 from rolltap.clients.upstream import (
     Answer,
     ModelRequest,
@@ -32,6 +33,7 @@ from rolltap.clients.upstream import (
     UpstreamRequest,
 )
 from rolltap.dialects.registry import get_dialect
+from rolltap.dialects.translate import Unsupported
 from rolltap.errors import RolltapError, UpstreamConnectionError
 from rolltap.http.json_body import upstream_json_object
 
@@ -94,14 +96,19 @@ class FakeBody:
 class FakeUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` that answers from ``replies``.
 
-    It speaks ``dialect`` (a harness of another dialect is translated, as the relay
-    upstream does) and rewrites nothing. ``requests`` keeps what it was sent; a call with
+    It speaks ``dialect`` (a harness of another dialect is translated as the relay
+    upstream does, under ``unsupported``, what was dropped recorded) and rewrites nothing
+    else. ``requests`` keeps what it was sent; a call with
     no reply left is refused (``upstream_unreachable``). ``rewrite_error``, when set,
     is raised by :meth:`rewrite` (a call this upstream cannot express).
     """
 
-    def __init__(self, dialect: str = "chat", replies: Iterable[FakeReply] = ()) -> None:
+    def __init__(
+        self, dialect: str = "chat", replies: Iterable[FakeReply] = (),
+        *, unsupported: Unsupported = "drop",
+    ) -> None:  # fmt: skip
         self.dialect = get_dialect(dialect)
+        self.unsupported: Unsupported = unsupported
         self.name: str = self.dialect.name
         self.replies = deque(replies)
         self.requests: list[UpstreamRequest] = []
@@ -110,10 +117,10 @@ class FakeUpstream:
     async def rewrite(self, call: ModelRequest) -> UpstreamRequest:
         if self.rewrite_error is not None:
             raise self.rewrite_error
-        body = call.body
-        if call.dialect.name != self.name:
-            body = self.dialect.from_canonical(call.dialect.to_canonical(call.body))
-        return UpstreamRequest(call, body, [])
+        if call.dialect.name == self.name:
+            return UpstreamRequest(call, call.body, [])
+        body, dropped, _ = translated(call, self.name, self.unsupported)
+        return UpstreamRequest(call, body, dropped)
 
     @asynccontextmanager
     async def call(self, request: UpstreamRequest) -> AsyncIterator[Reply]:

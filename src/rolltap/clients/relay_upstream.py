@@ -3,7 +3,12 @@
 When the harness speaks the endpoint's dialect the call passes through: the harness's
 body with the documented rewrites only (:func:`apply_rewrites`), the answer as it
 came. Otherwise the request is translated through the canonical model
-(:mod:`rolltap.dialects`); the gateway translates the answer back as it delivers it.
+(:func:`rolltap.dialects.translate.translate_request`, under the endpoint's
+``unsupported`` policy); what the translation left out is recorded as
+``{"dropped", "reason"}`` rewrites, the harness's vendor headers the upstream has no use
+for (``anthropic-beta`` to an OpenAI-dialect upstream) among them
+(``"dropped": "header:<name>"``). The gateway translates the answer back as it
+delivers it.
 
 The rewrites apply to the upstream-dialect body (the harness's own body on
 pass-through, the translated one otherwise), so there is one set of rules per upstream
@@ -38,6 +43,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+from multidict import CIMultiDict
 
 from rolltap.clients.capture import ServerCapture, capture_rewrites, captured_fields
 from rolltap.clients.relay import RelayClient, relayed_headers
@@ -45,29 +51,37 @@ from rolltap.clients.relay_drift import RelayTurns
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.registry import get_dialect
+from rolltap.dialects.translate import Unsupported, dropped_headers, translate_request
 from rolltap.http.json_body import upstream_json_object
 
-__all__ = ["RelayRequest", "RelayUpstream", "apply_rewrites"]
+__all__ = ["RelayRequest", "RelayUpstream", "apply_rewrites", "translated"]
 
 _SSE = "text/event-stream"
 
 
 @dataclasses.dataclass(slots=True)
 class RelayRequest(UpstreamRequest):
-    """A relayed request, with its server-side token capture (None: the endpoint's off)."""
+    """A relayed request, with its server-side token capture (None: the endpoint's off)
+    and, when translated, the harness's headers less those dropped (None: all of them)."""
 
     capture: ServerCapture | None = dataclasses.field(default=None, kw_only=True)
+    headers: Mapping[str, str] | None = dataclasses.field(default=None, kw_only=True)
 
 
 class RelayUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` over a shared :class:`RelayClient`."""
 
-    __slots__ = ("capture", "capture_logprobs", "client", "dialect", "model", "name", "turns")
+    __slots__ = (
+        "capture", "capture_logprobs", "client", "dialect", "model", "name", "turns",
+        "unsupported",
+    )  # fmt: skip
 
     def __init__(self, endpoint: EndpointConfig, client: RelayClient) -> None:
         self.client, self.model = client, endpoint.model
         self.dialect = get_dialect(endpoint.dialect)
         self.name: str = self.dialect.name
+        #: what a translation does with a field this dialect cannot express
+        self.unsupported = endpoint.unsupported
         # the endpoint's validation allows it on a chat upstream only
         self.capture, self.capture_logprobs = endpoint.capture_tokens, endpoint.capture_logprobs
         #: the rollout's captured turns, for the drift check (none without capture)
@@ -76,24 +90,27 @@ class RelayUpstream:
     async def rewrite(self, call: ModelRequest) -> RelayRequest:
         """The harness's body itself on pass-through (rewritten in place), else its
         translation; either way with the run's settings under this dialect's names."""
+        dropped: list[dict[str, Any]] = []
+        headers: Mapping[str, str] | None = None
         if call.dialect.name == self.name:
             body = call.body
         else:
-            body = self.dialect.from_canonical(call.dialect.to_canonical(call.body))
-        rewrites = apply_rewrites(self.name, body, self.model, call.sampling)
+            body, dropped, headers = translated(call, self.name, self.unsupported)
+        rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         if self.turns is None:
-            return RelayRequest(call, body, rewrites)
+            return RelayRequest(call, body, rewrites, headers=headers)
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
         )
-        return RelayRequest(call, body, rewrites + more, capture=capture)
+        return RelayRequest(call, body, rewrites + more, capture=capture, headers=headers)
 
     @asynccontextmanager
     async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:
         """A stream when the harness asked for one and the upstream sent events; a body
         otherwise (an upstream may answer a stream request with one JSON body)."""
         call, data, capture = request.call, orjson.dumps(request.body), request.capture
-        send = self.client.send(self.dialect.path, data, call.headers, rollout_id=call.rollout_id)
+        headers = call.headers if request.headers is None else request.headers
+        send = self.client.send(self.dialect.path, data, headers, rollout_id=call.rollout_id)
         parse = _answer if capture is None else functools.partial(_captured, capture)
         async with send as up:
             streamed = call.stream and up.content_type == _SSE
@@ -102,6 +119,19 @@ class RelayUpstream:
                 self.dialect, up, parse, retry_after=up.headers.get("Retry-After"),
                 capture=capture,
             )  # fmt: skip
+
+
+def translated(
+    call: ModelRequest, target: str, unsupported: Unsupported
+) -> tuple[dict[str, Any], list[dict[str, Any]], Mapping[str, str]]:
+    """``call``'s body in the ``target`` dialect, the ``dropped`` rewrites of what it left
+    out (fields, then the harness's vendor headers), and the headers to send."""
+    source = call.dialect.name
+    translation = translate_request(call.body, source, target, unsupported=unsupported)
+    lost = dropped_headers(call.headers.keys(), source, target)
+    gone = {d.path.removeprefix("header:") for d in lost}
+    headers = CIMultiDict([(k, v) for k, v in call.headers.items() if k.lower() not in gone])
+    return translation.body, [d.rewrite() for d in (*translation.dropped, *lost)], headers
 
 
 async def _answer(raw: bytes) -> Answer:

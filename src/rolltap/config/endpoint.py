@@ -109,6 +109,11 @@ class EndpointConfig(BaseModel):
     capture_tokens: bool = False
     #: with ``capture_tokens``: logprobs too (asked for when the harness did not)
     capture_logprobs: bool = False
+    #: a translated call's fields the upstream's dialect cannot express: ``drop`` them
+    #: (each recorded in the request event's rewrites) or ``refuse`` the call with a 400
+    #: naming the field (docs/translation.md). Not part of the identity: it changes no
+    #: model client, only what a rollout's upstream sends on it.
+    unsupported: Literal["drop", "refuse"] = "drop"
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +159,8 @@ class EndpointConfig(BaseModel):
         for name in ("capture_tokens", "capture_logprobs"):
             if not data.get(name):  # off: the digest of an endpoint from before them
                 data.pop(name, None)
+        if self.unsupported == "drop":  # the default: dumps as before the field existed
+            data.pop("unsupported", None)
         if self.replicas:
             data.pop("base_url", None)
         else:
@@ -204,6 +211,7 @@ class EndpointConfig(BaseModel):
     def identity(self, *, credential: str | None, user: str | None = None) -> str:
         """SHA-256 hex digest over user, config fields and the resolved credential."""
         fields = self.model_dump(mode="json")
+        fields.pop("unsupported", None)  # a policy of the rollouts', not of the client
         blob = orjson.dumps(
             {"user": user, "endpoint": fields, "credential": credential},
             option=orjson.OPT_SORT_KEYS,

@@ -127,6 +127,8 @@ async def run_endpoint(
                 await asyncio.to_thread(load_gguf_tokenizer, gguf_path())
             )
             fields = {"client": "tokens", "tokenizer": tokenizer, "completions_api": "llamacpp"}
+        if config.unsupported is not None:
+            fields["unsupported"] = config.unsupported
         yield EndpointConfig(name="local", base_url=model.base_url, model=model.model, **fields)
 
 

@@ -33,6 +33,8 @@ base_url = "http://127.0.0.1:8000/v1"
 model = "Qwen/Qwen3-8B"
 capture_tokens = true         # vLLM's return_token_ids; the harness's answer stays as asked
 capture_logprobs = true       # and logprobs (--capture-tokens / --capture-logprobs)
+unsupported = "refuse"        # a translated call's inexpressible fields: a 400 (default
+                              # "drop": left out, each recorded); --unsupported
 
 [limits]                      # per rollout; enforced by the gateway (and the runner: timeout)
 max_turns = 10
@@ -135,6 +137,9 @@ class RunConfig(BaseModel):
     #: a chat relay's server-side token capture (see EndpointConfig); None: the endpoint's
     capture_tokens: bool | None = None
     capture_logprobs: bool | None = None
+    #: a translated call's fields the upstream cannot express: drop or refuse (see
+    #: EndpointConfig); None: the endpoint's
+    unsupported: Literal["drop", "refuse"] | None = None
     rewards: list[str] = Field(default_factory=lambda: ["contains"])
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -211,7 +216,7 @@ class RunConfig(BaseModel):
             fields["api_key_env"] = self.api_key_env
         overridden = ("max_inflight", "replica_cooloff_s", "dialect", "client", "tokenizer",
                       "completions_api", "tool_parser", "reasoning_parser",
-                      "capture_tokens", "capture_logprobs")  # fmt: skip
+                      "capture_tokens", "capture_logprobs", "unsupported")  # fmt: skip
         for name in overridden:
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)
