@@ -70,9 +70,7 @@ _CACHE = "a prompt-caching hint"
 _ITEM_IDS = "an item's id and status: the provider's own bookkeeping"
 _SAMPLING = "a sampling setting the target has no field for"
 _CHOICE = "a tool choice the target cannot express (allowed_tools, a hosted or custom tool)"
-_EFFORT = (
-    "-> chat `reasoning_effort`, Messages `output_config.effort`, Responses `reasoning.effort`"
-)
+_EFFORT = "→ chat `reasoning_effort`, Messages `output_config.effort`, Responses `reasoning.effort`"
 
 _CHAT = [
     *_parsed("chat", "request", "model", "the endpoint's model replaces it"),
@@ -80,31 +78,31 @@ _CHAT = [
         "chat",
         "request",
         "messages",
-        "leading system/developer messages -> system; the rest in order",
+        "leading system/developer messages → system; the rest in order",
     ),
     *_rows(
         "chat",
         "request",
         "max_tokens max_completion_tokens",
         "mapped",
-        "-> Messages `max_tokens`, Responses `max_output_tokens`",
+        "→ Messages `max_tokens`, Responses `max_output_tokens`",
     ),
     *_parsed("chat", "request", "temperature top_p stream", "the same field"),
-    *_parsed("chat", "request", "top_k", "-> Messages `top_k`", to=["messages"]),
-    *_parsed("chat", "request", "stop", "-> Messages `stop_sequences`", to=["messages"]),
-    *_parsed("chat", "request", "user", "-> Messages `metadata.user_id`, Responses `user`"),
-    *_parsed("chat", "request", "tools", "function tools -> each dialect's function tools"),
+    *_parsed("chat", "request", "top_k", "→ Messages `top_k`", to=["messages"]),
+    *_parsed("chat", "request", "stop", "→ Messages `stop_sequences`", to=["messages"]),
+    *_parsed("chat", "request", "user", "→ Messages `metadata.user_id`, Responses `user`"),
+    *_parsed("chat", "request", "tools", "function tools → each dialect's function tools"),
     *_parsed(
         "chat",
         "request",
         "tool_choice parallel_tool_calls",
-        "-> Messages `tool_choice` (`any`, `disable_parallel_tool_use`), Responses the same",
+        "→ Messages `tool_choice` (`any`, `disable_parallel_tool_use`), Responses the same",
     ),
     *_parsed(
         "chat",
         "request",
         "reasoning_effort",
-        "-> Messages `output_config.effort` (`none`: `thinking` disabled, `minimal`: low),"
+        "→ Messages `output_config.effort` (`none`: `thinking` disabled, `minimal`: low),"
         " Responses `reasoning.effort`",
     ),
     _row(
@@ -162,7 +160,7 @@ _CHAT = [
         "chat",
         "message",
         "role",
-        "system/developer messages after the first turn -> Messages `system` entries,"
+        "system/developer messages after the first turn → Messages `system` entries,"
         " Responses system/developer items, in place",
     ),
     _row(
@@ -197,27 +195,27 @@ _MESSAGES = [
         "messages",
         "request",
         "messages system",
-        "`system` -> chat's leading system message, Responses `instructions`",
+        "`system` → chat's leading system message, Responses `instructions`",
     ),
     *_parsed(
-        "messages", "request", "max_tokens", "-> chat `max_tokens`, Responses `max_output_tokens`"
+        "messages", "request", "max_tokens", "→ chat `max_tokens`, Responses `max_output_tokens`"
     ),
     *_parsed("messages", "request", "temperature top_p stream", "the same field"),
-    *_parsed("messages", "request", "top_k", "-> chat `top_k` (vLLM, llama.cpp)", to=["chat"]),
-    *_parsed("messages", "request", "stop_sequences", "-> chat `stop`", to=["chat"]),
+    *_parsed("messages", "request", "top_k", "→ chat `top_k` (vLLM, llama.cpp)", to=["chat"]),
+    *_parsed("messages", "request", "stop_sequences", "→ chat `stop`", to=["chat"]),
     *_parsed("messages", "request", "tools", "custom tools (`input_schema`) -> function tools"),
     *_parsed(
         "messages",
         "request",
         "tool_choice",
-        "`auto`/`any`/`tool`/`none` -> `auto`/`required`/a function/`none`;"
-        " `disable_parallel_tool_use` -> `parallel_tool_calls` (negated)",
+        "`auto`/`any`/`tool`/`none` → `auto`/`required`/a function/`none`;"
+        " `disable_parallel_tool_use` → `parallel_tool_calls` (negated)",
     ),
     *_parsed(
         "messages",
         "request",
         "metadata.user_id",
-        "-> chat and Responses `user` (kept as sent, a JSON string included)",
+        "→ chat and Responses `user` (kept as sent, a JSON string included)",
     ),
     *_rows("messages", "request", "metadata.*", "dropped", "labels for the provider's own use"),
     _row(
@@ -244,7 +242,7 @@ _MESSAGES = [
         "request",
         "thinking.budget_tokens",
         "mapped",
-        "-> an effort when `output_config.effort` is not set: under 4096 low, under 16384"
+        "→ an effort when `output_config.effort` is not set: under 4096 low, under 16384"
         f" medium, else high ({_EFFORT})",
     ),
     *_rows(
@@ -254,9 +252,7 @@ _MESSAGES = [
         "dropped",
         "presentation: whether thinking comes back summarized or not at all",
     ),
-    *_rows(
-        "messages", "request", "output_config.effort", "mapped", _EFFORT + " (`max` -> `xhigh`)"
-    ),
+    *_rows("messages", "request", "output_config.effort", "mapped", _EFFORT + " (`max` → `xhigh`)"),
     *_rows("messages", "request", "output_config.format", "policy", "structured output (JSON)"),
     *_rows(
         "messages",
@@ -329,23 +325,23 @@ _RESPONSES = [
         "responses",
         "request",
         "input instructions",
-        "`instructions` and leading plain system/developer items -> system; items in order",
+        "`instructions` and leading plain system/developer items → system; items in order",
     ),
-    *_parsed("responses", "request", "max_output_tokens", "-> `max_tokens`"),
+    *_parsed("responses", "request", "max_output_tokens", "→ `max_tokens`"),
     *_parsed("responses", "request", "temperature top_p stream user", "the same field"),
-    *_parsed("responses", "request", "tools", "function tools -> each dialect's"),
+    *_parsed("responses", "request", "tools", "function tools → each dialect's"),
     *_parsed(
         "responses",
         "request",
         "tool_choice parallel_tool_calls",
-        "-> chat the same, Messages `tool_choice` (`any`, `disable_parallel_tool_use`)",
+        "→ chat the same, Messages `tool_choice` (`any`, `disable_parallel_tool_use`)",
     ),
     *_rows(
         "responses",
         "request",
         "reasoning.effort",
         "mapped",
-        "-> chat `reasoning_effort`, Messages `output_config.effort`",
+        "→ chat `reasoning_effort`, Messages `output_config.effort`",
     ),
     *_rows(
         "responses",
@@ -450,7 +446,7 @@ _RESPONSES = [
         "responses",
         "message",
         "role",
-        "system/developer items -> chat `system` messages (open-model chat templates know"
+        "system/developer items → chat `system` messages (open-model chat templates know"
         " no developer role), Messages `system` (leading) or `system` entries, in place",
     ),
     *_rows("responses", "message", "id status", "dropped", _ITEM_IDS),
@@ -499,8 +495,8 @@ _ANY = [
         "message",
         "role",
         "mapped",
-        "a developer text -> Messages system text (Anthropic's system plays both parts);"
-        " -> chat system (open-model templates know no developer role)",
+        "a developer text → Messages system text (Anthropic's system plays both parts);"
+        " → chat system (open-model templates know no developer role)",
         to=["messages", "chat"],
         cond="= developer",
         parsed=True,
