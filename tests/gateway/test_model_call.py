@@ -185,14 +185,18 @@ async def test_a_parsed_answer_is_streamed_to_a_harness_that_asked(harness: Harn
     assert response["usage"]["total_tokens"] == 5
 
 
-async def test_a_call_the_upstream_cannot_express_records_only_its_error(
+async def test_a_call_the_upstream_cannot_express_records_its_request_and_error(
     harness: Harness,
 ) -> None:
     harness.fake.rewrite_error = InvalidRequestError("cannot say that", field="tools")
     async with harness.post("/chat/completions", CHAT_BODY) as resp:
         assert resp.status == 400
         assert (await resp.json())["error"]["param"] == "tools"
-    assert harness.kinds() == ["model_error"]
+    assert harness.kinds() == ["model_request", "model_error"]
+    request, error = harness.payloads()
+    assert (request["sent"], request["rewrites"]) == (False, [])
+    assert request["messages"] == CHAT_BODY["messages"]
+    assert error["field"] == "tools"
     assert harness.fake.requests == []
 
 

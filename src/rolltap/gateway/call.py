@@ -24,7 +24,9 @@ before anything else is recorded of the call.
 An SDK retry of a call whose answer arrived but was not delivered takes none of these
 steps: :meth:`ModelCall.replay` answers it from that answer.
 
-A failure at any step is recorded and delivered by :meth:`ModelCall.fail`.
+A failure at any step is recorded and delivered by :meth:`ModelCall.fail`; one before
+the request was made (limits, a full pool, a translation the upstream cannot express)
+records the call's request event too, marked ``"sent": false``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,15 @@ from rolltap.dialects.registry import Dialect
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
 from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
-from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome, replayed_fields
+from rolltap.gateway.replay import (
+    NOT_A_RETRY,
+    Answer,
+    Lookup,
+    Outcome,
+    ReplayBook,
+    replayed_fields,
+    settle,
+)
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.streaming import StreamRelay, events_of
@@ -90,8 +100,8 @@ class ModelCall:
     __slots__ = (
         "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
         "intercept", "keepalive_s", "lookup", "outcome", "pending", "prefix", "replica",
-        "reply_dialect", "request", "response", "rollout", "stats", "stream", "t_first",
-        "t_headers", "upstream", "upstream_name",
+        "reply_dialect", "request", "requested", "response", "rollout", "stats", "stream",
+        "t_first", "t_headers", "upstream", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -129,6 +139,8 @@ class ModelCall:
         self.replica: str | None = None
         #: the request sent, while its event is still to be written
         self.pending: UpstreamRequest | None = None
+        #: whether the request event is written
+        self.requested = False
 
     async def run(self) -> web.StreamResponse:
         """The call, start to end: every path takes these steps, in this order."""
@@ -184,7 +196,10 @@ class ModelCall:
             resp, frames = await self.open_stream(answer.status, headers)
             await resp.write(b"".join(frames.render(e) for e in events_of(answer.response)))
             return await self.finish(resp)
-        body = orjson.dumps(self.harness.response_from_canonical(answer.response))
+        if self.upstream_name == self.harness.name and "body" in answer.recorded:
+            body = orjson.dumps(answer.recorded["body"])  # a relay's answer, as it came
+        else:
+            body = orjson.dumps(self.harness.response_from_canonical(answer.response))
         return await self.finish(
             web.Response(body=body, status=answer.status, headers=headers, content_type=_JSON)
         )
@@ -198,6 +213,23 @@ class ModelCall:
             canonical = self.reply_dialect.response_to_canonical(self.answered["body"])
         size = len(orjson.dumps(self.answered.get("body")))
         return Answer(int(self.answered["status"]), canonical, replayed_fields(self.answered), size)
+
+    def settle(self, book: ReplayBook | None, *, max_bytes: int) -> ReplayBook | None:
+        """Remember what an SDK retry of this call will need (:func:`~rolltap.gateway.
+        replay.settle`); the rollout's book."""
+        try:
+            return settle(
+                book, self.lookup, self.outcome, self.body, self.answer_for_replay,
+                max_bytes=max_bytes,
+            )  # fmt: skip
+        except RolltapError:
+            # a relayed answer the canonical model cannot read (a relay passes any):
+            # not replayable, but a retry is still linked to this call
+            self.outcome.answered = False
+            return settle(
+                book, self.lookup, self.outcome, self.body, self.answer_for_replay,
+                max_bytes=max_bytes,
+            )  # fmt: skip
 
     # -- deliver -------------------------------------------------------------------
 
@@ -240,8 +272,12 @@ class ModelCall:
         answer = await reply.parse(raw)
         canonical = None
         if not path.chat:
-            canonical = answer.canonical or reply.dialect.response_to_canonical(answer.body)
-        recorded = answer_recorded(answer, canonical)
+            canonical = answer.canonical or _canonical(reply.dialect, answer.body, path)
+        if canonical is None and not path.chat:
+            # a relayed answer the canonical model cannot read: passed on as it came
+            recorded = {"body": answer.body, "usage": None, "finish_reason": None}
+        else:
+            recorded = answer_recorded(answer, canonical)
         self.canonical = canonical
         if path.stream:
             assert canonical is not None
@@ -299,9 +335,11 @@ class ModelCall:
             self.record_request(self.pending)
             self.pending = None
 
-    def record_request(self, sent: UpstreamRequest | None) -> None:
+    def record_request(self, sent: UpstreamRequest | None, *, refused: bool = False) -> None:
         """The request event: what the harness sent, past the prefix already recorded
-        (``sent`` None: nothing is sent, a retry is replayed)."""
+        (``sent`` None: nothing is sent, a retry is replayed, or the call was ``refused``
+        before its request was made)."""
+        self.requested = True
         conversations, found = self.rollout.conversations, self.found
         if found is None:
             found = conversations.find(conversation_of(self.harness.name, self.body))
@@ -325,8 +363,11 @@ class ModelCall:
                 **({} if self.replica is None else {"replica": self.replica}),
                 **self._retry_fields(),
                 **({} if sent is None else sent.record),
+                **({"sent": False} if refused else {}),
             },
         )
+        if sent is not None:
+            self.stats.record_rewrites(sent.rewrites)
 
     def _retry_fields(self) -> dict[str, Any]:
         lookup, out = self.lookup, dict[str, Any]()
@@ -352,7 +393,11 @@ class ModelCall:
         self.rollout.add_usage(payload["usage"])
 
     def record_error(self, err: RolltapError) -> None:
+        """The error event, after the request event (written now if the call ended
+        before its request was made: no call leaves an error alone)."""
         self.flush_request()
+        if not self.requested:
+            self.record_request(None, refused=True)
         payload: dict[str, Any] = {
             "intercept_id": self.intercept.id,
             **err.to_dict(),
@@ -383,6 +428,17 @@ class ModelCall:
         await resp.write(frames.error(err))
         await resp.write_eof()
         return resp
+
+
+def _canonical(dialect: Dialect, body: dict[str, Any], path: Path) -> Response | None:
+    """``body`` (the upstream's answer in ``dialect``) as canonical; None when a relayed
+    answer is not one the canonical model can read (translated, that is an error)."""
+    try:
+        return dialect.response_to_canonical(body)
+    except RolltapError:
+        if path.translate:
+            raise
+        return None
 
 
 def _ms(t0: float, t: float | None) -> float | None:

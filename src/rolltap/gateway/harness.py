@@ -3,7 +3,14 @@
 ``POST /chat/completions`` (OpenAI chat), ``POST /messages`` and
 ``POST /messages/count_tokens`` (Anthropic; its SDK takes the rollout's
 ``anthropic_base_url`` and appends ``/v1/messages``), ``POST /responses`` (OpenAI
-Responses) and ``GET /models``. Any of them reaches any upstream dialect.
+Responses) and ``GET /models``. Any of them reaches any upstream dialect. ``HEAD`` or
+``GET`` on the bare ``/r/{rollout_id}`` (Claude Code probes its base URL at start) is
+answered 200 with nothing, whatever the id.
+
+A call relayed (the upstream speaks the harness's dialect) is checked only for what the
+gateway itself reads (:mod:`rolltap.gateway.relay_body`); a translated one is validated in
+its dialect. A call refused once its rollout is known is recorded
+(:mod:`rolltap.gateway.refused`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.conversation import Found, conversation_of
-from rolltap.gateway.replay import look_up, settle
+from rolltap.gateway.refused import Arrival
+from rolltap.gateway.relay_body import check_relayed, is_relay
+from rolltap.gateway.replay import look_up
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
@@ -32,33 +41,47 @@ PREFIX = "/r/{rollout_id}/v1"
 
 
 async def _read(
-    request: web.Request, rollout: Rollout, dialect: Dialect, context: GatewayContext
+    request: web.Request, arrival: Arrival, context: GatewayContext
 ) -> tuple[dict[str, Any], Found, bytes | None]:
     """The parsed body, what the rollout's conversations know of it, and the bytes too
-    only when the gateway keeps them (benchmarks).
+    only when the gateway keeps them (benchmarks); ``arrival`` learns each as it comes.
 
     The body is parsed once; the messages past the longest conversation the rollout sent
-    before are validated (that prefix was, when it was sent). The bytes (MBs for a long
-    multimodal history) must not stay referenced by the handler for the whole call.
+    before are checked (that prefix was, when it was sent): validated in the dialect when
+    the call is translated, only for what the gateway reads when it is relayed. The bytes
+    (MBs for a long multimodal history) must not stay referenced by the handler for the
+    whole call.
     """
-    settings = context.settings
+    settings, rollout, dialect = context.settings, arrival.rollout, arrival.dialect
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
-    body = parse_json_object(raw)
+    arrival.size = len(raw)
+    body = arrival.body = parse_json_object(raw)
     found = rollout.conversations.find(conversation_of(dialect.name, body))
-    dialect.validate_body(body, found.validated(dialect.name))
+    start = found.validated(dialect.name)
+    if is_relay(dialect.name, rollout.upstream.name):
+        check_relayed(dialect.name, body, start)
+    else:
+        dialect.validate_body(body, start)
     return body, found, (None if settings.discard_intercepts else raw)
 
 
 async def answer_call(
     request: web.Request, rollout: Rollout, dialect: Dialect, context: GatewayContext
 ) -> web.StreamResponse:
-    """One authenticated model call of ``rollout``: its body read and parsed, then the
-    call run to an outcome that is recorded and answered, then the observers told."""
-    body, found, kept = await _read(request, rollout, dialect, context)
-    context.stats.requests += 1
-    lookup = look_up(rollout.replays, request.headers, body)
-    context.stats.retries += lookup.retry_count > 0
-    intercept = rollout.open_intercept()
+    """One model call of ``rollout``: its secret checked, its body read and parsed, then
+    the call run to an outcome that is recorded and answered, then the observers told.
+    A step that refuses the call before it begins records it too (:class:`Arrival`)."""
+    arrival = Arrival(rollout, dialect)
+    try:
+        request.app[SERVER].check(request, rollout)
+        body, found, kept = await _read(request, arrival, context)
+        context.stats.requests += 1
+        lookup = look_up(rollout.replays, request.headers, body)
+        context.stats.retries += lookup.retry_count > 0
+        intercept = rollout.open_intercept()
+    except RolltapError as err:
+        arrival.refuse(err, request.headers, context)
+        raise  # answered by the error middleware, in the route's dialect
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
@@ -80,10 +103,7 @@ async def answer_call(
             raise
         return await call.fail(error)
     finally:
-        rollout.replays = settle(
-            rollout.replays, lookup, call.outcome, body, call.answer_for_replay,
-            max_bytes=context.settings.replay_max_bytes,
-        )  # fmt: skip
+        rollout.replays = call.settle(rollout.replays, max_bytes=context.settings.replay_max_bytes)
         rollout.discard(intercept)
         if kept is not None and rollout.closed is None:
             rollout.retained.append(kept)
@@ -97,7 +117,8 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     dialect = get_dialect(name)
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        rollout = request.app[SERVER].authenticate(request)
+        # the rollout first: a refusal from here on is recorded in its log
+        rollout = request.app[SERVER].rollout_of(request)
         return await answer_call(request, rollout, dialect, request.app[CONTEXT])
 
     handler.__name__ = f"{name}_call"
@@ -112,6 +133,13 @@ async def models(request: web.Request) -> web.Response:
     )
 
 
+async def bare_base(request: web.Request) -> web.Response:
+    """``HEAD``/``GET`` on a rollout's bare base URL: 200 and nothing else, for any id and
+    without credentials (Claude Code probes its base URL before its first call), so it
+    tells nobody whether the rollout exists."""
+    return web.Response(status=200)
+
+
 async def unknown(request: web.Request) -> web.Response:
     request.app[SERVER].authenticate(request)
     raise NotFoundError(f"no such route: {request.method} {request.path}")
@@ -123,4 +151,6 @@ def add_harness_routes(app: web.Application) -> None:
     app.router.add_post(PREFIX + "/messages/count_tokens", count_tokens)
     app.router.add_post(PREFIX + "/responses", _route("responses"))
     app.router.add_get(PREFIX + "/models", models)
+    app.router.add_get("/r/{rollout_id}", bare_base)  # and HEAD
+    app.router.add_get("/r/{rollout_id}/", bare_base)
     app.router.add_route("*", PREFIX + "/{tail:.*}", unknown)

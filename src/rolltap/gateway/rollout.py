@@ -173,11 +173,15 @@ class Rollout:
         if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
             self.total_tokens += usage["total_tokens"]
 
+    def next_call_id(self) -> str:
+        """A new call's id (an intercept's, or a refused call's: ids never repeat)."""
+        self._next_call += 1
+        return f"{self.id}.{self._next_call}"
+
     def open_intercept(self) -> Intercept:
         if self.closed is not None:
             raise RolloutClosedError(f"rollout {self.id} is closed: {self.closed.message}")
-        self._next_call += 1
-        intercept = Intercept(f"{self.id}.{self._next_call}", asyncio.current_task())
+        intercept = Intercept(self.next_call_id(), asyncio.current_task())
         self.intercepts[intercept.id] = intercept
         self._inflight += 1
         self._idle.clear()

@@ -60,15 +60,25 @@ class GatewayServer:
         return len(self.rollouts)
 
     def authenticate(self, request: web.Request) -> Rollout:
+        """The request's rollout, its secret checked (:meth:`rollout_of`, :meth:`check`)."""
+        rollout = self.rollout_of(request)
+        self.check(request, rollout)
+        return rollout
+
+    def rollout_of(self, request: web.Request) -> Rollout:
+        """The rollout the request's path names; 404 ``rollout_not_found`` if not here."""
         rollout_id = request.match_info["rollout_id"]
         rollout = self.rollouts.get(rollout_id)
         if rollout is None:
             raise RolloutNotFoundError(f"no rollout {rollout_id!r} on this server")
+        return rollout
+
+    def check(self, request: web.Request, rollout: Rollout) -> None:
+        """401 unless the request bears ``rollout``'s secret (throttled per peer)."""
         # counted per peer and rollout: one harness with a stale secret must not lock
         # every other rollout of the same host out
         throttle = self.app[CONTEXT].auth_throttle
-        check_bearer(request, rollout.secret, throttle, what="rollout secret", key="/" + rollout_id)
-        return rollout
+        check_bearer(request, rollout.secret, throttle, what="rollout secret", key="/" + rollout.id)
 
     def place(self, rollout: Rollout) -> None:
         self.rollouts[rollout.id] = rollout

@@ -6,6 +6,7 @@ only when scraped, so metrics cost nothing per call.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,21 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["GatewayStats", "render_metrics"]
+__all__ = ["MAX_DROPPED_FIELDS", "GatewayStats", "dropped_field", "render_metrics"]
+
+#: distinct dropped fields counted by name; any further one is counted as ``other`` (a
+#: harness may send fields of any name: the metric's labels must stay bounded)
+MAX_DROPPED_FIELDS = 256
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def dropped_field(path: str) -> str:
+    """A dropped field's name for the counters: its path less list positions.
+
+    >>> dropped_field("messages[3].content[0].cache_control")
+    'messages[].content[].cache_control'
+    """
+    return _INDEX.sub("[]", path)
 
 
 @dataclass(slots=True)
@@ -32,6 +47,9 @@ class GatewayStats:
     #: answered calls whose prompt ids drifted from the previous turn's (``tokens.drift``)
     token_drift: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    #: fields a translation dropped, by :func:`dropped_field` (a request event's
+    #: ``{"dropped": path, "reason": ...}`` rewrites)
+    dropped_fields: Counter[str] = field(default_factory=Counter)
 
     def record_response(self, usage: Any, tokens: Any = None) -> None:
         self.responses += 1
@@ -48,6 +66,17 @@ class GatewayStats:
     def record_error(self, code: str) -> None:
         self.errors[code] += 1
 
+    def record_rewrites(self, rewrites: list[dict[str, Any]]) -> None:
+        """Count the dropped fields among a sent request's ``rewrites``."""
+        for rewrite in rewrites:
+            path = rewrite.get("dropped")
+            if not isinstance(path, str):
+                continue
+            name, counts = dropped_field(path), self.dropped_fields
+            if name not in counts and len(counts) >= MAX_DROPPED_FIELDS:
+                name = "other"
+            counts[name] += 1
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
@@ -59,6 +88,7 @@ class GatewayStats:
             "retries": self.retries,
             "replays": self.replays,
             "token_drift": self.token_drift,
+            "dropped_fields": dict(self.dropped_fields),
         }
 
 
@@ -90,6 +120,14 @@ class _SnapshotCollector(Collector):
             "answered calls whose prompt ids did not extend the previous turn's (tokens.drift)",
             totals.get("token_drift", 0),
         )
+        dropped = CounterMetricFamily(
+            "rolltap_dropped_fields",
+            "request fields a translation dropped (each named in its request event's rewrites)",
+            labels=["field"],
+        )
+        for name, count in sorted(totals.get("dropped_fields", {}).items()):
+            dropped.add_metric([name], count)
+        yield dropped
         for name in ("rollouts", "intercepts", "servers"):
             yield GaugeMetricFamily(f"rolltap_gateway_{name}", f"{name} now", snap[name])
         pool = snap["pool"]
