@@ -8,15 +8,18 @@ and ``rolltap_dropped_fields_total{field}``.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 
-from helpers import ADMIN_HEADERS
+from helpers import ADMIN_HEADERS, GatewayFactory
 from rolltap.clients.fake import FakeReply, FakeUpstream
 from rolltap.clients.upstream import ModelRequest, UpstreamRequest
 from rolltap.gateway import Gateway
-from rolltap.gateway.stats import MAX_DROPPED_FIELDS, GatewayStats
+from rolltap.gateway.stats import MAX_DROPPED_FIELDS, GatewayStats, dropped_field
 
 ANSWER = {
     "id": "c1", "object": "chat.completion", "model": "up",
@@ -75,3 +78,26 @@ def test_the_fields_counted_are_bounded() -> None:
     counts = stats.as_dict()["dropped_fields"]
     assert len(counts) == MAX_DROPPED_FIELDS + 1
     assert (counts["other"], counts["field_0"]) == (5, 2)
+
+
+async def test_a_translated_agent_request_counts_what_it_dropped(
+    make_gateway: GatewayFactory, http: aiohttp.ClientSession
+) -> None:
+    # Codex's real request (Responses) to a chat upstream: the translation drops what
+    # only the provider uses, and says so
+    capture = json.loads((Path(__file__).parents[1] / "agents/fixtures/codex.json").read_text())
+    (post,) = capture["requests"]
+    gateway = await make_gateway(dialect="chat")
+    rollout = await gateway.register()
+    url = gateway.describe(rollout)["base_url"] + "/responses"
+    auth = {"Authorization": f"Bearer {rollout.secret}", "Content-Type": "application/json"}
+    async with http.post(url, data=orjson.dumps(post["body"]), headers=auth) as resp:
+        assert resp.status == 200
+        await resp.read()
+    rewrites = rollout.log[0].payload["rewrites"]
+    dropped = [dropped_field(r["dropped"]) for r in rewrites if "dropped" in r]
+    assert {"reasoning.summary", "store", "include", "prompt_cache_key"} <= set(dropped)
+    counts = (await _admin(http, gateway, "/stats"))["totals"]["dropped_fields"]
+    assert counts == {name: dropped.count(name) for name in dropped}
+    metrics = await _admin(http, gateway, "/metrics")
+    assert 'rolltap_dropped_fields_total{field="reasoning.summary"} 1.0' in metrics
