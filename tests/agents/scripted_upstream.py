@@ -1,9 +1,10 @@
 """A small upstream that drives a real CLI agent through one tool loop, in its dialect.
 
 Until ``rolltap sim --script`` exists this is what the agent tests talk to: it answers
-Anthropic Messages (``/v1/messages``) and OpenAI Responses (``/v1/responses``), streamed
-as the real CLIs ask (the SSE shapes of ``capture.py``, which both CLIs accept), and
-decides each answer from the request alone, so every rollout gets the same script:
+Anthropic Messages (``/v1/messages``), OpenAI Responses (``/v1/responses``) and OpenAI
+chat (``/v1/chat/completions``, what a translating gateway sends), streamed as asked (the
+SSE shapes of ``capture.py``, which both CLIs accept), and decides each answer from the
+request alone, so every rollout gets the same script:
 
 1. a request with no tool result in it gets a call of the agent's own shell tool
    (``Bash`` for Claude Code, ``exec_command`` for Codex) running ``command``;
@@ -139,6 +140,40 @@ def responses_exec(command: str) -> bytes:
     ])  # fmt: skip
 
 
+def _chat_chunks(deltas: list[dict[str, Any]], finish: str) -> bytes:
+    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+              for d in deltas]  # fmt: skip
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    chunks.append({**head, "choices": [], "usage": usage})
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+
+
+def chat_reply(body: dict[str, Any], command: str | None, final: str) -> web.Response:
+    """A chat answer: ``final``, or a call of whichever shell tool the request offers
+    (``Bash`` or ``exec_command``, the agents' own, translated to chat functions)."""
+    names = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    if command is None or not names & {"Bash", "exec_command"}:
+        message: dict[str, Any] = {"role": "assistant", "content": final}
+        delta, finish = message, "stop"
+    else:
+        name = "Bash" if "Bash" in names else "exec_command"
+        args = {"command": command, "description": "run"} if name == "Bash" else {"cmd": command}
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}}  # fmt: skip
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        delta = {**message, "tool_calls": [{**call, "index": 0}]}
+        finish = "tool_calls"
+    if body.get("stream"):
+        return web.Response(body=_chat_chunks([delta], finish), content_type="text/event-stream")
+    return web.json_response({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })  # fmt: skip
+
+
 def _user_text(body: dict[str, Any]) -> str:
     """The text of the user's turns (Messages ``messages``, Responses ``input``)."""
     texts: list[str] = []
@@ -155,6 +190,8 @@ def _user_text(body: dict[str, Any]) -> str:
 
 def _has_tool_result(body: dict[str, Any]) -> bool:
     for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "tool":
+            return True  # chat
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list) and any(
             isinstance(block, dict) and block.get("type") == "tool_result" for block in content
@@ -182,8 +219,10 @@ class ScriptedUpstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body = json.loads(raw) if raw else None
-        self.requests.append({"method": request.method, "path": request.path, "body": body,
-                              "headers": dict(request.headers)})  # fmt: skip
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append(
+            {"method": request.method, "path": request.path, "body": body, "headers": headers}
+        )
         if request.method != "POST" or not isinstance(body, dict):
             return web.json_response({})
         if request.path.endswith("/messages/count_tokens"):
@@ -193,6 +232,8 @@ class ScriptedUpstream:
             data = messages_text(self.final) if command is None else messages_bash(command)
         elif request.path.endswith("/responses"):
             data = responses_text(self.final) if command is None else responses_exec(command)
+        elif request.path.endswith("/chat/completions"):
+            return chat_reply(body, command, self.final)
         else:
             return web.json_response({"error": {"message": "not scripted"}}, status=404)
         return web.Response(body=data, content_type="text/event-stream")
