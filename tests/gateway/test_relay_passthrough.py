@@ -35,6 +35,9 @@ FIXTURES = Path(__file__).parents[1] / "agents" / "fixtures"
 #: each dialect's route and where its conversation is
 ROUTES = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
 KEYS = {"chat": "messages", "messages": "messages", "responses": "input"}
+#: a header the recording upstream answers with instead of its usual answer
+ANSWER_HEADER = "x-test-answer"
+JSON_TYPE = "application/json"
 ANSWERS: dict[str, dict[str, Any]] = {
     "chat": {
         "id": "c1", "object": "chat.completion", "model": MODEL,
@@ -77,6 +80,10 @@ class Recorder:
         body = orjson.loads(await request.read())
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.received.setdefault(rollout, []).append(Received(request.path_qs, headers, body))
+        if ANSWER_HEADER in request.headers:  # the test's own answer, relayed to here
+            return web.Response(
+                body=request.headers[ANSWER_HEADER].encode(), content_type=JSON_TYPE
+            )
         dialect = {"/v1/messages": "messages", "/v1/responses": "responses"}.get(
             request.path, "chat"
         )
@@ -157,19 +164,26 @@ class Bench:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
 
-    def send(self, dialect: str, raw: bytes, *, path: str = "", headers: Any = None) -> Sent:
-        """POST ``raw`` to a fresh rollout's ``dialect`` route (relayed) and unregister it."""
-        return self.run(self._send(dialect, raw, path or ROUTES[dialect], dict(headers or {})))
+    def send(
+        self, dialect: str, raw: bytes, *, path: str = "", headers: Any = None, repeat: int = 1
+    ) -> Sent:
+        """POST ``raw`` (``repeat`` times) to a fresh rollout's ``dialect`` route (relayed),
+        then unregister it; the last answer."""
+        route = path or ROUTES[dialect]
+        return self.run(self._send(dialect, raw, route, dict(headers or {}), repeat))
 
-    async def _send(self, dialect: str, raw: bytes, path: str, headers: dict[str, str]) -> Sent:
+    async def _send(
+        self, dialect: str, raw: bytes, path: str, headers: dict[str, str], repeat: int
+    ) -> Sent:
         gateway = self.gateways[dialect]
         rollout = await gateway.register()
         url = gateway.describe(rollout)["base_url"] + path
         headers.setdefault("Authorization", f"Bearer {rollout.secret}")
-        headers.setdefault("Content-Type", "application/json")
+        headers.setdefault("Content-Type", JSON_TYPE)
         try:
-            async with self.http.post(url, data=raw, headers=headers) as resp:
-                status, answer = resp.status, await resp.read()
+            for _ in range(repeat):
+                async with self.http.post(url, data=raw, headers=headers) as resp:
+                    status, answer = resp.status, await resp.read()
         finally:
             await gateway.unregister(rollout.id)
         received = self.recorder.received.pop(rollout.id, [])
@@ -314,6 +328,24 @@ def test_a_responses_string_input_is_relayed_as_it_came(bench: Bench) -> None:
     assert sent.status == 200
     assert canonical_json(sent.received[0].body) == canonical_json(relayed(body))
     assert sent.events[0][1]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_an_answer_the_canonical_model_cannot_read_is_relayed_as_it_came(bench: Bench) -> None:
+    # a Messages answer with no usage and a block type of tomorrow: the relay delivers it,
+    # records it, and keeps no replay of it (a keyed retry is answered by the upstream)
+    answer = orjson.dumps(
+        {"id": "m", "type": "message", "role": "assistant", "model": MODEL,
+         "content": [{"type": "hologram", "frames": 3}], "stop_reason": "end_turn"}
+    )  # fmt: skip
+    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {ANSWER_HEADER: answer.decode(), "Idempotency-Key": "k1"}
+    sent = bench.send("messages", orjson.dumps(body), headers=headers, repeat=2)
+    assert (sent.status, sent.answer) == (200, answer)
+    assert len(sent.received) == 2
+    kinds = [kind for kind, _ in sent.events]
+    assert kinds == ["model_request", "model_response"] * 2
+    response = sent.events[1][1]
+    assert response["body"] == orjson.loads(answer) and response["usage"] is None
 
 
 # -- what the real agents send -------------------------------------------------------
