@@ -33,9 +33,11 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
 
 
 def _message_start() -> tuple[str, dict[str, Any]]:
-    msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
-           "stop_reason": None, "stop_sequence": None,
-           "usage": {"input_tokens": 10, "output_tokens": 0}}  # fmt: skip
+    msg: dict[str, Any] = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 0},
+    }  # fmt: skip
     return "message_start", {"type": "message_start", "message": msg}
 
 

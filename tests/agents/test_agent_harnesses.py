@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 import pytest
-from scripted_upstream import ScriptedUpstream, scripted_upstream
 
+from agents.scripted_upstream import ScriptedUpstream, scripted_upstream
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
@@ -138,7 +138,8 @@ async def test_a_cancelled_claude_code_takes_its_tools_with_it(
     command = f"echo $$ > {shlex.quote(str(pid_file))}; exec sleep 300"
     async with scripted_upstream(command) as (base, _):
         harness = load_harness("claude-code")
-        running = asyncio.create_task(harness(Task(id="t", prompt="p"), _context(base, EventLog())))
+        turn = harness(Task(id="t", prompt="p"), _context(base, EventLog()))
+        running: asyncio.Future[Any] = asyncio.ensure_future(turn)
         try:
             await _until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
         finally:
