@@ -130,7 +130,9 @@ def translated(
     translation = translate_request(call.body, source, target, unsupported=unsupported)
     lost = dropped_headers(call.headers.keys(), source, target)
     gone = {d.path.removeprefix("header:") for d in lost}
-    headers = CIMultiDict([(k, v) for k, v in call.headers.items() if k.lower() not in gone])
+    headers: Mapping[str, str] = call.headers
+    if gone:
+        headers = CIMultiDict([(k, v) for k, v in call.headers.items() if k.lower() not in gone])
     return translation.body, [d.rewrite() for d in (*translation.dropped, *lost)], headers
 
 
