@@ -39,6 +39,7 @@ from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Reasoning, Request, Response, Tool
 from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
 from rolltap.dialects.registry import get_dialect
+from rolltap.dialects.translate import Dropped, canonical_request
 from rolltap.errors import TokenizerError
 from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
@@ -96,9 +97,12 @@ class TokenUpstream:
     async def rewrite(self, call: ModelRequest) -> TokenRequest:
         """The prompt rendered to ids (extending the last one when it can)."""
         endpoint = self.endpoint
-        request, options, rewrites = _with_sampling(
-            call.dialect.to_canonical(call.body), call.sampling
+        canonical, dropped = canonical_request(
+            call.body, call.dialect.name, unsupported=endpoint.unsupported
         )
+        canonical, effort = _without_effort(canonical, endpoint.template_kwargs)
+        request, options, rewrites = _with_sampling(canonical, call.sampling)
+        rewrites += [d.rewrite() for d in (*dropped, *effort)]
         messages, tools = request_to_template(request)
         async with self.renderers.shared(renderer_config(endpoint)).acquire() as renderer:
             prompt, drift = await self.turns.render(renderer, messages, tools)
@@ -202,6 +206,23 @@ def _with_sampling(
     # the run's settings the canonical model has no field for go upstream as named
     options.update({k: v for k, v in sampling.items() if k not in fields and k != "stop"})
     return request, options, rewrites
+
+
+def _without_effort(
+    request: Request, template_kwargs: Mapping[str, Any]
+) -> tuple[Request, list[Dropped]]:
+    """The request less its ``reasoning_effort``, recorded as dropped: the prompt is
+    rendered with the endpoint's ``template_kwargs`` alone, the same on every turn (a
+    per-call setting would break the rollout's prompt extension), so an effort reaches
+    the model only as ``template_kwargs = {reasoning_effort = ...}`` on the endpoint."""
+    if request.reasoning_effort is None:
+        return request, []
+    how = (
+        "set by the endpoint's template_kwargs"
+        if "reasoning_effort" in template_kwargs
+        else ("the token client renders the chat template with the endpoint's template_kwargs only")
+    )
+    return dataclasses.replace(request, reasoning_effort=None), [Dropped("reasoning_effort", how)]
 
 
 def _how(prompt: RenderedPrompt, drift: Drift | None) -> dict[str, Any]:
