@@ -2,7 +2,8 @@
 
 Mapping (messages -> canonical):
 
-* ``system`` (string or text blocks) -> ``Request.system``;
+* ``system`` (string or text blocks) -> ``Request.system``; ``system`` entries inside
+  ``messages`` -> user messages with ``extra["role"] = "system"``, in place;
 * user content: ``text`` and ``image`` blocks (``base64`` and ``url`` sources); its
   ``tool_result`` blocks become canonical tool messages (the results of consecutive
   user messages one tool turn), the rest a user message;
@@ -11,15 +12,18 @@ Mapping (messages -> canonical):
   signature) and ``tool_use`` (``input`` as compact JSON text, so it renders back to
   the same object);
 * ``max_tokens``, ``stop_sequences``, ``temperature``/``top_p``/``top_k``,
-  ``metadata.user_id`` -> ``user``, ``tools``/``tool_choice`` (``any`` is canonical
+  ``metadata.user_id`` -> ``user``, ``output_config.effort`` or the ``thinking``
+  budget -> ``reasoning_effort``, ``tools``/``tool_choice`` (``any`` is canonical
   ``required``; ``disable_parallel_tool_use`` is the negation of ``parallel``).
 
 Rendering: ``max_tokens`` is required by Anthropic, so a request without one is
 rendered with :data:`DEFAULT_MAX_TOKENS` (4096) and nothing else is invented. Tool
 arguments that are not a JSON object are a 400 naming them (Anthropic's ``input``
 must be an object; blank arguments are ``{}``). A tool without parameters gets the
-empty object schema. Messages has no ``seed`` and no mid-conversation system text:
-both are 400s. Reasoning without a signature of this dialect (e.g. chat's
+empty object schema. Messages has no ``seed`` (the translation table's policy: refused
+by :func:`from_canonical`). Another dialect's system or developer text mid-conversation
+renders as a ``system`` entry in place; before any turn (a translation's) it joins
+``system``. Reasoning without a signature of this dialect (e.g. chat's
 ``reasoning_content``) is rendered as ``thinking`` with ``"signature": ""`` (the field
 is required; parsing reads ``""`` back as no signature); Anthropic itself rejects
 such blocks, other Anthropic-compatible servers take them. See

@@ -79,13 +79,15 @@ def to_canonical(body: dict[str, Any]) -> Request:
 
 
 def from_canonical(req: Request) -> dict[str, Any]:
-    """The Responses request body for ``req``; a 400 names what Responses cannot express.
+    """The Responses request body for ``req``; a 400 names what Responses cannot express
+    (strictly: the translation table's policy fields are refused here; a gateway
+    translates with :func:`rolltap.dialects.translate.translate_request`).
 
     >>> from rolltap.dialects.canonical import Message, Text
     >>> from_canonical(Request(messages=(Message("user", (Text("hi"),)),), stop=("x",)))
     Traceback (most recent call last):
     ...
-    rolltap.errors.InvalidRequestError: stop: the responses dialect has no such field
+    rolltap.errors.InvalidRequestError: stop: Responses has no stop sequences
     """
     return render_request(req)
 
