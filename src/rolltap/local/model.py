@@ -37,6 +37,7 @@ from rolltap.proc import describe_exit, guard, prepare, release
 from rolltap.proc.exits import signal_of
 
 __all__ = [
+    "DEFAULT_CTX_SIZE",
     "LOCAL_MODEL_NAME",
     "SAFE_FLAGS",
     "LocalModel",
@@ -114,6 +115,13 @@ def _free_port(host: str) -> int:
         return port
 
 
+#: llama-server's context, shared by its ``parallel`` slots: 32,768 tokens a slot (the
+#: model's own limit), room for a CLI agent's first turn (Claude Code's is about 19k tokens
+#: with all its tools, Codex CLI's about 10k); the 270M model's sliding-window cache keeps
+#: the server at about 0.8 GB resident
+DEFAULT_CTX_SIZE = 131_072
+
+
 class LocalModel:
     """Starts ``llama-server``, waits until it is healthy, and stops it on close."""
 
@@ -122,7 +130,7 @@ class LocalModel:
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
-        ctx_size: int = 4096,
+        ctx_size: int = DEFAULT_CTX_SIZE,
         parallel: int = 4,
         startup_timeout: float = 120.0,
         gguf: Path | None = None,
