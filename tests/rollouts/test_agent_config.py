@@ -4,6 +4,7 @@ config, the isolated environment, task fields, the ``[harness]`` table, check sc
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolltap.errors import ConfigError
-from rolltap.rollouts import RewardSpec, RunConfig, Scorer, Task, load_tasks
+from rolltap.rollouts import RewardSpec, RunConfig, Scorer, Task, load_tasks, process
 from rolltap.rollouts.agent_claude import claude_command, claude_env
 from rolltap.rollouts.agent_codex import codex_command, codex_config, write_codex_home
 from rolltap.rollouts.agent_options import AgentOptions
@@ -21,6 +22,7 @@ from rolltap.rollouts.agents import AGENT_KINDS, agent_harness, prompt_of
 from rolltap.rollouts.config import load_run_config
 from rolltap.rollouts.harness import AGENT_HARNESSES, HarnessContext, load_harness
 from rolltap.rollouts.prepare import prepare
+from rolltap.rollouts.process import ProcessOutput, run_process
 from rolltap.rollouts.rewards import CheckNotRunError
 from rolltap.store import EventKind, EventLog
 
@@ -234,3 +236,19 @@ async def test_a_task_with_a_check_is_scored_by_it() -> None:
     assert await weighted.score(plain, "yes", []) == (0.25, {"contains": 1.0, "check": 0.0})
     with pytest.raises(CheckNotRunError, match="ran none"):
         await scorer.score(checked, "anything", [])
+
+
+async def test_agent_lines_arrive_whole_across_reads_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = "import sys; sys.stdout.write('a' * 40000 + '\\nb\\n\\n' + 'x' * 300 + '\\nc')"
+    lines: list[bytes] = []
+    output = ProcessOutput(on_line=lines.append)
+    code = await run_process([sys.executable, "-c", script], dict(os.environ), output)
+    assert code == 0
+    assert lines == [b"a" * 40000, b"b", b"", b"x" * 300, b"c"]  # 16 KiB reads, rejoined
+    assert output.stdout.total == 40000 + 3 + 1 + 301 + 1
+    monkeypatch.setattr(process, "LINE_LIMIT", 100)  # a line past it is cut, not buffered
+    lines.clear()
+    await run_process([sys.executable, "-c", script], dict(os.environ), output)
+    assert lines == [b"a" * 100, b"b", b"", b"x" * 100, b"c"]
