@@ -105,6 +105,10 @@ async def test_one_tool_loop_writes_the_file_and_the_check_passes(
     auth = {c["headers"].get("x-api-key") or c["headers"].get("authorization") for c in calls}
     assert auth <= {"rollout-secret", "Bearer rollout-secret"}
     assert "-Create hello.txt" in _sent(up)  # the prompt after "--" stays the prompt
+    if kind == "codex":  # what Codex says of its own settings: ours, not the user's
+        for call in calls:
+            meta = orjson.loads(call["headers"]["x-codex-turn-metadata"])
+            assert (meta["analytics_enabled"], meta["sandbox_mode"]) == (False, "workspace-write")
     # nothing of the user's home was read, nor written
     assert MARKER not in _sent(up) and "the-users-own-key" not in _sent(up)
     assert _contents(home) == before
