@@ -32,7 +32,7 @@ def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
 
 
 def _messages_stream() -> bytes:
-    msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+    msg: dict[str, Any] = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
            "stop_reason": None, "stop_sequence": None,
            "usage": {"input_tokens": 10, "output_tokens": 0}}
     return _sse([
@@ -131,7 +131,6 @@ async def main(out_dir: Path) -> None:
     await site.start()
     port = runner.addresses[0][1]
     base = f"http://127.0.0.1:{port}"
-    out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as home:
         env = {"PATH": os.environ["PATH"], "HOME": home, "ANTHROPIC_BASE_URL": base,
                "ANTHROPIC_API_KEY": "sk-capture", "DISABLE_TELEMETRY": "1",
@@ -161,4 +160,6 @@ def _write(path: Path, log: Log, rc: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/agents/fixtures")))
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/agents/fixtures")
+    target.mkdir(parents=True, exist_ok=True)
+    asyncio.run(main(target))
