@@ -24,6 +24,8 @@ from rolltap.rollouts.harness import AGENT_HARNESSES, HarnessContext, load_harne
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.process import ProcessOutput, run_process
 from rolltap.rollouts.rewards import CheckNotRunError
+from rolltap.rollouts.tasks import task_from_dict
+from rolltap.serve.protocol import FILE_PATH
 from rolltap.store import EventKind, EventLog
 
 CTX = HarnessContext(
@@ -252,3 +254,9 @@ async def test_agent_lines_arrive_whole_across_reads_and_bounded(
     lines.clear()
     await run_process([sys.executable, "-c", script], dict(os.environ), output)
     assert lines == [b"a" * 100, b"b", b"", b"x" * 100, b"c"]
+
+
+@given(st.from_regex(FILE_PATH, fullmatch=True))
+def test_every_path_the_serve_schema_allows_is_taken(path: str) -> None:
+    task = task_from_dict({"prompt": "p", "files": {path: ""}}, "1")
+    assert task.files == {path: ""}

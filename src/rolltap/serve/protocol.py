@@ -70,6 +70,9 @@ class ChannelClosedError(RolltapError):
     status = 503
 
 
+#: a segment of a task file's path: not empty, ".", ".." or holding "/" or NUL
+_SEGMENT = r"(?:[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
+FILE_PATH = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
 #: what the OpenAPI document says a task is (``task_from_dict`` is what checks it)
 TASK_SCHEMA: dict[str, Any] = {
     "properties": {
@@ -80,16 +83,21 @@ TASK_SCHEMA: dict[str, Any] = {
         "info": {"type": ["object", "null"]},
         "files": {
             "type": ["object", "null"],
-            "additionalProperties": {"type": "string"},
+            # relative paths inside the directory (narrower than what is taken: no "."
+            # or empty segment either, which a schema without look-ahead cannot allow
+            # while refusing ".." segments)
+            "patternProperties": {FILE_PATH: {"type": "string"}},
+            "additionalProperties": False,
             "description": "relative path -> content, placed in the working directory",
         },
         "check": {
             "type": ["string", "null"],
+            "pattern": r"\S",
             "description": "shell command run in the working directory after the harness",
         },
-        "check_timeout_s": {"type": ["number", "null"]},
+        "check_timeout_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "harness": {
-            "type": ["object", "null"],
+            "anyOf": [AgentOptions.model_json_schema(), {"type": "null"}],
             "description": "agent flags over harness_options (claude-code, codex)",
         },
     },
