@@ -1,0 +1,95 @@
+"""Peak RSS of agent processes (each with its process tree) and of this process, sampled
+on a thread whose own CPU time is kept apart, so it can be taken out of this process's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import psutil
+
+__all__ = ["AgentSampler", "is_agent"]
+
+MB = 1024 * 1024
+
+
+def is_agent(name: str) -> Callable[[psutil.Process], bool]:
+    """Whether a child of this process is an agent: its executable's name starts with
+    ``name`` (Claude Code 2.1 is a native ``claude.exe``, not node)."""
+
+    def check(proc: psutil.Process) -> bool:
+        try:
+            return proc.name().startswith(name)
+        except psutil.Error:
+            return False
+
+    return check
+
+
+class AgentSampler:
+    """``with AgentSampler(agent=is_agent("claude")) as s: ...``: every ``period`` s, this
+    process's RSS and, per agent (a direct child that ``agent`` accepts), the RSS summed
+    over its process tree (its Bash tools' shells included); the maxima of each.
+
+    ``thread_cpu_s``: the CPU the sampling has spent so far (updated after each sample),
+    to subtract from this process's.
+    """
+
+    def __init__(self, agent: Callable[[psutil.Process], bool], period: float = 0.25) -> None:
+        self.me = psutil.Process()
+        self.agent, self.period = agent, period
+        self.rolltap_peak = 0
+        #: this process's RSS when sampling began (bytes): the wave's growth is the peak less it
+        self.rolltap_start = self.me.memory_info().rss
+        #: agent pid → its tree's peak RSS (bytes)
+        self.agent_peak: dict[int, int] = defaultdict(int)
+        #: the most RSS all agents held at once (bytes; shared pages counted in each)
+        self.agents_total_peak = 0
+        self.thread_cpu_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agent-rss", daemon=True)
+
+    def _tree_rss(self, root: psutil.Process) -> int:
+        total = 0
+        for proc in (root, *root.children(recursive=True)):
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue  # ended while we looked
+        return total
+
+    def sample(self) -> None:
+        """One reading of every agent's tree and of this process."""
+        self.rolltap_peak = max(self.rolltap_peak, self.me.memory_info().rss)
+        now = 0
+        for child in self.me.children():
+            if not self.agent(child):
+                continue
+            try:
+                rss = self._tree_rss(child)
+            except psutil.Error:
+                continue
+            self.agent_peak[child.pid] = max(self.agent_peak[child.pid], rss)
+            now += rss
+        self.agents_total_peak = max(self.agents_total_peak, now)
+
+    def _run(self) -> None:
+        start = time.thread_time()
+        while not self._stop.wait(self.period):
+            self.sample()
+            self.thread_cpu_s = time.thread_time() - start
+
+    def __enter__(self) -> AgentSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def agent_peaks_mb(self) -> list[float]:
+        """Each agent's peak RSS (MB), ascending."""
+        return sorted(v / MB for v in self.agent_peak.values())
