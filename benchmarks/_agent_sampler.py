@@ -30,11 +30,14 @@ def is_agent(name: str) -> Callable[[psutil.Process], bool]:
 
 class AgentSampler:
     """``with AgentSampler(agent=is_agent("claude")) as s: ...``: every ``period`` s, this
-    process's RSS and, per agent (a direct child that ``agent`` accepts), the RSS summed
-    over its process tree (its Bash tools' shells included); the maxima of each.
+        process's RSS and, per agent (a direct child that ``agent`` accepts), the RSS summed
+        over its process tree (its Bash tools' shells included); the maxima of each, and the
+    most RSS and PSS all agents held at once (RSS counts the pages they share, Claude Code's
+    mapped binary among them, once in each; PSS splits each shared page among its sharers, so
+    the agents' PSS sum is what they took from the machine).
 
-    ``thread_cpu_s``: the CPU the sampling has spent so far (updated after each sample),
-    to subtract from this process's.
+        ``thread_cpu_s``: the CPU the sampling has spent so far (updated after each sample),
+        to subtract from this process's.
     """
 
     def __init__(self, agent: Callable[[psutil.Process], bool], period: float = 0.25) -> None:
@@ -45,35 +48,39 @@ class AgentSampler:
         self.rolltap_start = self.me.memory_info().rss
         #: agent pid → its tree's peak RSS (bytes)
         self.agent_peak: dict[int, int] = defaultdict(int)
-        #: the most RSS all agents held at once (bytes; shared pages counted in each)
+        #: the most RSS, and PSS, all agents held at once (bytes)
         self.agents_total_peak = 0
+        self.agents_pss_peak = 0
         self.thread_cpu_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="agent-rss", daemon=True)
 
-    def _tree_rss(self, root: psutil.Process) -> int:
-        total = 0
+    def _tree(self, root: psutil.Process) -> tuple[int, int]:
+        """RSS and PSS (bytes) summed over ``root``'s tree (PSS: smaps_rollup, ~0.1 ms)."""
+        rss = pss = 0
         for proc in (root, *root.children(recursive=True)):
             try:
-                total += proc.memory_info().rss
+                full = proc.memory_full_info()
             except psutil.Error:
                 continue  # ended while we looked
-        return total
+            rss, pss = rss + full.rss, pss + full.pss
+        return rss, pss
 
     def sample(self) -> None:
         """One reading of every agent's tree and of this process."""
         self.rolltap_peak = max(self.rolltap_peak, self.me.memory_info().rss)
-        now = 0
+        now_rss = now_pss = 0
         for child in self.me.children():
             if not self.agent(child):
                 continue
             try:
-                rss = self._tree_rss(child)
+                rss, pss = self._tree(child)
             except psutil.Error:
                 continue
             self.agent_peak[child.pid] = max(self.agent_peak[child.pid], rss)
-            now += rss
-        self.agents_total_peak = max(self.agents_total_peak, now)
+            now_rss, now_pss = now_rss + rss, now_pss + pss
+        self.agents_total_peak = max(self.agents_total_peak, now_rss)
+        self.agents_pss_peak = max(self.agents_pss_peak, now_pss)
 
     def _run(self) -> None:
         start = time.thread_time()

@@ -13,7 +13,8 @@ then "done"; the task's check sees the files. A route is the endpoint's dialect:
 Every repeat runs, in this order, each in this process as ``rolltap eval`` does
 (:func:`rolltap.serve.driver.run_eval`, a fresh SQLite store each):
 
-- ``1 alone``: one Claude Code rollout, relayed: the wall baseline (``wall / alone``);
+- ``1 alone``: one Claude Code rollout, relayed, three times one after the other: the wall
+  baseline (``wall / alone``, the median of the three);
 - ``C × claude-code`` for each route;
 - ``C × chat``: the built-in SDK ``chat`` harness over as many model calls (C rollouts,
   each as many turns as a Claude Code rollout made calls) against a simulator that says
@@ -50,6 +51,9 @@ from _procs import cpu_seconds, free_port, rolltap_process
 
 from rolltap.rollouts import Hooks, RunConfig
 from rolltap.serve.driver import run_eval
+
+#: single rollouts run per repeat for the wall baseline (the median is kept)
+ALONE = 3
 
 
 def agent_script(turns: int) -> dict[str, Any]:
@@ -121,6 +125,7 @@ async def wave(label: str, config: RunConfig) -> dict[str, Any]:
         "agent_rss_median_mb": statistics.median(agents) if agents else None,
         "agent_rss_max_mb": max(agents) if agents else None,
         "agents_total_mb": sampler.agents_total_peak / 2**20,
+        "agents_pss_mb": sampler.agents_pss_peak / 2**20,
         "rolltap_rss_mb": sampler.rolltap_peak / 2**20,
         "rolltap_growth_mb": (sampler.rolltap_peak - sampler.rolltap_start) / 2**20,
         "cpu_ms_per_call": 1000 * cpu / calls,
@@ -142,7 +147,13 @@ async def one_repeat(
         return tmp / f"{index}-{name}.db"
 
     c = args.rollouts
-    rows = [await wave("1 alone", _config(tasks, store("alone"), ports["agent"], 1, "messages"))]
+    singles = []
+    for k in range(ALONE):
+        config = _config(tasks, store(f"alone-{k}"), ports["agent"], 1, "messages")
+        singles.append(await wave("1 alone", config))
+    # a single rollout's wall (1-2 s) moves with whatever else the machine runs: the median
+    singles.sort(key=lambda r: r["wall_s"])
+    rows = [singles[len(singles) // 2]]
     for route in args.routes:
         label = f"{c} × claude-code, {route}"
         rows.append(await wave(label, _config(tasks, store(route), ports["agent"], c, route)))
@@ -179,7 +190,7 @@ def _mb(value: float | None) -> str:
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print("| repeat | run | calls | errors | reward | wall s | wall / alone | agent peak RSS MB "
-          "(median / max) | all agents MB | rolltap RSS MB (growth) | prompt tok/call "
+          "(median / max) | all agents RSS / PSS MB | rolltap RSS MB (growth) | prompt tok/call "
           "| rolltap CPU ms/call | / chat | agents' CPU ms/call |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -187,7 +198,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
             f"| {r['repeat'] + 1} | {r['label']} | {r['calls']} | {r['errors']} | "
             f"{r['reward']:.2f} | {r['wall_s']:.1f} | {r['wall/alone']:.2f} | "
             f"{_mb(r['agent_rss_median_mb'])} / {_mb(r['agent_rss_max_mb'])} | "
-            f"{_mb(r['agents_total_mb'])} | {r['rolltap_rss_mb']:.0f} "
+            f"{_mb(r['agents_total_mb'])} / {_mb(r['agents_pss_mb'])} | {r['rolltap_rss_mb']:.0f} "
             f"(+{r['rolltap_growth_mb']:.0f}) | "
             f"{r['prompt_tokens_per_call']:.0f} | {r['cpu_ms_per_call']:.2f} | "
             f"{r['cpu/chat']:.2f} | {r['agent_cpu_ms_per_call']:.0f} |"
@@ -203,7 +214,8 @@ def _range(values: list[float], fmt: str) -> str:
 _SUMMARY = [("wall s", "wall_s", ".1f"), ("wall / alone", "wall/alone", ".2f"),
             ("agent RSS median MB", "agent_rss_median_mb", ".0f"),
             ("agent RSS max MB", "agent_rss_max_mb", ".0f"),
-            ("all agents MB", "agents_total_mb", ".0f"),
+            ("all agents RSS MB", "agents_total_mb", ".0f"),
+            ("all agents PSS MB", "agents_pss_mb", ".0f"),
             ("rolltap RSS MB", "rolltap_rss_mb", ".0f"),
             ("rolltap RSS growth MB", "rolltap_growth_mb", ".0f"),
             ("rolltap CPU ms/call", "cpu_ms_per_call", ".2f"), ("CPU / chat", "cpu/chat", ".2f"),
