@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from agents.scripted_upstream import ScriptedUpstream, scripted_upstream
+from rollouts.agentkit import process_state, until
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
@@ -145,13 +146,13 @@ async def test_a_cancelled_claude_code_takes_its_tools_with_it(
         turn = harness(Task(id="t", prompt="p"), _context(base, EventLog()))
         running: asyncio.Future[Any] = asyncio.ensure_future(turn)
         try:
-            await _until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+            await until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
         finally:
             running.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await running
     pid = int(pid_file.read_text())
-    await _until(lambda: _state(pid) in ("gone", "Z"))
+    await until(lambda: process_state(pid) in ("gone", "Z"))
 
 
 @pytest.mark.parametrize(
@@ -201,20 +202,3 @@ async def _eval(*args: str) -> tuple[int, str, str]:
     out, err = await proc.communicate()
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
-
-
-async def _until(predicate: Any, *, tries: int = 1_500) -> None:
-    """Wait for what another process does (a file it writes, its exit) to show: it
-    happens in that process, so there is no event of ours to wait on (~30 s at most)."""
-    for _ in range(tries):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except OSError:
-        return "gone"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,13 @@ def process_state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split()[2]
     except OSError:
         return "gone"
+
+
+async def until(predicate: Callable[[], bool], *, tries: int = 1_500) -> None:
+    """Wait for what another process does (a file it writes, its exit) to show: it
+    happens in that process, so there is no event of ours to wait on (~30 s at most)."""
+    for _ in range(tries):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition never held")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rollouts.agentkit import FAKE_CLAUDE, process_state, write_agent
+from rollouts.agentkit import FAKE_CLAUDE, process_state, until, write_agent
 from rolltap.config import EndpointConfig
 from rolltap.rollouts import LimitsConfig, RunConfig, Task, execute
 from rolltap.sim import Simulator
@@ -216,3 +217,27 @@ async def test_a_missing_agent_cli_stops_eval_before_a_run(
     assert code == 2
     assert err.splitlines() == lines
     assert not db.exists()  # nothing was created: not even the store
+
+
+async def test_kill_9_of_eval_takes_the_agent_with_it(sim: Simulator, tmp_path: Path) -> None:
+    agent = write_agent(tmp_path, "claude", (
+        f"sleep 300 & echo $! > {tmp_path}/child.pid\n"
+        f"echo $$ > {tmp_path}/agent.pid; wait\n"), python=False)  # fmt: skip
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"prompt": "p"}\n')
+    env = {**os.environ, "ROLLTAP_CLAUDE": str(agent)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CLI, "eval", str(tasks), "--harness", "claude-code",
+        "--endpoint", sim.base_url, "--model", "sim-model", "--store",
+        f"sqlite:///{tmp_path}/runs.db", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    markers = [tmp_path / "child.pid", tmp_path / "agent.pid"]
+    try:
+        await until(lambda: all(m.exists() and m.read_text().strip() for m in markers))
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no cleanup of its own: the watchdog's work
+        await proc.wait()
+    pids = [int(marker.read_text()) for marker in markers]
+    # the watchdog: SIGTERM to the agent's group, SIGKILL 2 s later
+    await until(lambda: all(process_state(pid) in ("gone", "Z") for pid in pids))
