@@ -125,7 +125,7 @@ async def wave(label: str, config: RunConfig) -> dict[str, Any]:
         "agent_rss_median_mb": statistics.median(agents) if agents else None,
         "agent_rss_max_mb": max(agents) if agents else None,
         "agents_total_mb": sampler.agents_total_peak / 2**20,
-        "agents_pss_mb": sampler.agents_pss_peak / 2**20,
+        "agents_own_mb": sampler.agents_own_peak / 2**20,
         "rolltap_rss_mb": sampler.rolltap_peak / 2**20,
         "rolltap_growth_mb": (sampler.rolltap_peak - sampler.rolltap_start) / 2**20,
         "cpu_ms_per_call": 1000 * cpu / calls,
@@ -190,15 +190,15 @@ def _mb(value: float | None) -> str:
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print("| repeat | run | calls | errors | reward | wall s | wall / alone | agent peak RSS MB "
-          "(median / max) | all agents RSS / PSS MB | rolltap RSS MB (growth) | prompt tok/call "
-          "| rolltap CPU ms/call | / chat | agents' CPU ms/call |")  # fmt: skip
+          "(median / max) | all agents RSS / est. own MB | rolltap RSS MB (growth) "
+          "| prompt tok/call | rolltap CPU ms/call | / chat | agents' CPU ms/call |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['repeat'] + 1} | {r['label']} | {r['calls']} | {r['errors']} | "
             f"{r['reward']:.2f} | {r['wall_s']:.1f} | {r['wall/alone']:.2f} | "
             f"{_mb(r['agent_rss_median_mb'])} / {_mb(r['agent_rss_max_mb'])} | "
-            f"{_mb(r['agents_total_mb'])} / {_mb(r['agents_pss_mb'])} | {r['rolltap_rss_mb']:.0f} "
+            f"{_mb(r['agents_total_mb'])} / {_mb(r['agents_own_mb'])} | {r['rolltap_rss_mb']:.0f} "
             f"(+{r['rolltap_growth_mb']:.0f}) | "
             f"{r['prompt_tokens_per_call']:.0f} | {r['cpu_ms_per_call']:.2f} | "
             f"{r['cpu/chat']:.2f} | {r['agent_cpu_ms_per_call']:.0f} |"
@@ -215,7 +215,7 @@ _SUMMARY = [("wall s", "wall_s", ".1f"), ("wall / alone", "wall/alone", ".2f"),
             ("agent RSS median MB", "agent_rss_median_mb", ".0f"),
             ("agent RSS max MB", "agent_rss_max_mb", ".0f"),
             ("all agents RSS MB", "agents_total_mb", ".0f"),
-            ("all agents PSS MB", "agents_pss_mb", ".0f"),
+            ("all agents own MB", "agents_own_mb", ".0f"),
             ("rolltap RSS MB", "rolltap_rss_mb", ".0f"),
             ("rolltap RSS growth MB", "rolltap_growth_mb", ".0f"),
             ("rolltap CPU ms/call", "cpu_ms_per_call", ".2f"), ("CPU / chat", "cpu/chat", ".2f"),
