@@ -241,8 +241,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt = pyplot()
     if plt is None:
         return
-    panels = [("wall / one rollout alone", "wall/alone"), ("agent peak RSS, MB (max)",
-              "agent_rss_max_mb"), ("rolltap CPU per call / chat's", "cpu/chat")]  # fmt: skip
+    panels = [("wall / one rollout alone", "wall/alone"), ("agent peak RSS, MB (median)",
+              "agent_rss_median_mb"), ("rolltap CPU per call / chat's", "cpu/chat")]  # fmt: skip
     fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.8))
     for label in dict.fromkeys(r["label"] for r in rows):
         mine = [r for r in rows if r["label"] == label]
