@@ -190,8 +190,8 @@ def _mb(value: float | None) -> str:
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print("| repeat | run | calls | errors | reward | wall s | wall / alone | agent peak RSS MB "
-          "(median / max) | all agents RSS / est. own MB | rolltap RSS MB (growth) "
-          "| prompt tok/call | rolltap CPU ms/call | / chat | agents' CPU ms/call |")  # fmt: skip
+          "(median / max) | all agents RSS / est. own MB | rolltap RSS MB (growth) | sim "
+          "prompt tok/call | rolltap CPU ms/call | / chat | agents' CPU ms/call |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
