@@ -20,10 +20,12 @@ Every repeat runs, in this order, each in this process as ``rolltap eval`` does
   each as many turns as a Claude Code rollout made calls) against a simulator that says
   "done": the CPU baseline (``CPU / chat``).
 
-Reported: wall (first rollout admitted → last result) and its ratio to one rollout alone;
+Reported: wall (the run planned → its last result) and its ratio to one rollout alone;
 each agent's peak RSS (its process tree summed: Claude Code and the shells its Bash tool
-starts; median and max over the agents) and the most all agents held at once (RSS counts
-shared pages in each); this process's peak RSS (gateway, harness side, store); and this
+starts; median and max over the agents) and the most all agents held at once: their RSS
+summed (shared pages counted in each) and their own memory (private pages summed, the
+largest shared part once: within 1% of their PSS sum, see ``_agent_sampler.py``); this
+process's peak RSS (gateway, harness side, store) and its growth in the run; and this
 process's CPU per model call (gateway, the harness's side — for an agent: spawning it,
 reading its output, recording each line; for ``chat``: the OpenAI SDK — and the store
 writer; the sampler's own thread taken out) against the ``chat`` harness's in the same
