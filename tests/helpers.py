@@ -85,3 +85,21 @@ def require_local_extra() -> None:
         if os.environ.get("CI") == "true":
             raise
         pytest.skip(f"the 'local' extra is not installed: {exc.message}")
+
+
+#: the agent CLIs' npm packages (``.ci/run`` installs them at pinned versions)
+AGENT_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+
+
+def require_agent(binary: str) -> str:
+    """The real agent CLI's path (``claude`` or ``codex``); skips without it, except under
+    CI, which installs it (its absence fails instead)."""
+    import shutil
+
+    found = shutil.which(binary)
+    if found is None:
+        message = f"{binary} is not installed (npm install -g {AGENT_PACKAGES[binary]})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message}; CI=true installs it")
+        pytest.skip(message)
+    return found
