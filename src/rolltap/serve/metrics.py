@@ -2,12 +2,14 @@
 
 Read only when scraped, from :meth:`Supervisor.status`, in a private registry. Counts a
 worker's gateway keeps (its heartbeat's ``totals``) are summed over the workers under the
-gateway's own metric names (``rolltap_token_drift_total``); a restarted worker's count
+gateway's own metric names (``rolltap_token_drift_total``,
+``rolltap_dropped_fields_total{field}``); a restarted worker's count
 starts again from 0 (a counter reset, as Prometheus's ``rate`` expects of one).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -64,9 +66,21 @@ _GATEWAY_TOTALS: dict[str, tuple[str, str]] = {
 
 
 def _gateway_totals(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
+    totals = [w["stats"].get("totals") or {} for w in workers]
     for key, (name, text) in _GATEWAY_TOTALS.items():
-        counts = ((w["stats"].get("totals") or {}).get(key) for w in workers)
+        counts = (t.get(key) for t in totals)
         yield CounterMetricFamily(name, text, sum(c for c in counts if isinstance(c, int)))
+    dropped = CounterMetricFamily(
+        "rolltap_dropped_fields",
+        "request fields a translation dropped (each named in its request event's rewrites)",
+        labels=["field"],
+    )
+    by_field: Counter[str] = Counter()
+    for worker_totals in totals:
+        by_field.update(worker_totals.get("dropped_fields") or {})
+    for field, count in sorted(by_field.items()):
+        dropped.add_metric([field], count)
+    yield dropped
 
 
 def _store_metrics(store: Mapping[str, Any]) -> Iterator[Metric]:
