@@ -7,7 +7,10 @@ ids it sampled, with their logprobs:
   ``return_tokens_as_token_ids`` and ``return_token_ids`` (vLLM and SGLang's
   OpenAI-compatible servers);
 - ``llamacpp``: ``POST /completion`` with ``prompt: [ids]``, ``n_probs: 1`` and
-  ``return_tokens`` (llama.cpp's own server, as the built-in local model runs it);
+  ``return_tokens`` (llama.cpp's own server, as the built-in local model runs it),
+  streamed when there are stop strings: a whole answer leaves out the probabilities of
+  the stop word's tokens, a stream's events do not
+  (:mod:`~rolltap.clients.completions_llamacpp`);
 - ``vllm-generate``: vLLM's tokens-in/tokens-out ``POST /inference/v1/generate`` (at the
   server root) with ``token_ids`` and ``sampling_params`` (``logprobs: 0``); the answer
   has ``choices[].token_ids`` and ``choices[].logprobs.content[].logprob``, no text;
@@ -31,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rolltap.clients.completions_llamacpp import per_id
 from rolltap.dialects.canonical import StopReason, Usage
 from rolltap.errors import UpstreamProtocolError
 
@@ -72,7 +76,8 @@ class Completion:
     #: the server's text; None when it sends none (the ``/generate`` flavors)
     text: str | None
     ids: tuple[int, ...]
-    logprobs: tuple[float, ...] | None
+    #: one per id (None where the server reported none); None when it reported none at all
+    logprobs: tuple[float | None, ...] | None
     stop_reason: StopReason | None
     usage: Usage
 
@@ -99,6 +104,9 @@ def completions_body(
         body: dict[str, Any] = {"prompt": list(prompt_ids)}
         body.update({_LLAMACPP_NAMES.get(k, k): v for k, v in options.items()})
         body.update({"n_probs": 1, "return_tokens": True, "cache_prompt": True})
+        if options.get("stop"):
+            # a whole answer loses the stop word's probabilities; a stream's events keep them
+            body["stream"] = True
         return body
     body = {"model": model, "prompt": list(prompt_ids), **options}
     body.update({"logprobs": 0, "return_tokens_as_token_ids": True, "return_token_ids": True})
@@ -147,14 +155,15 @@ def _vllm(body: Mapping[str, Any]) -> Completion:
 
 
 def _llamacpp(body: Mapping[str, Any]) -> Completion:
+    ids = tuple(int(i) for i in body["tokens"])
     probs = body.get("completion_probabilities")
+    # entries are placed on ids, None where llama-server left one out (stop words, bytes)
+    logprobs = per_id(ids, [(int(p["id"]), float(p["logprob"])) for p in probs]) if probs else None
     stop_type = body.get("stop_type")
     stop = _LLAMACPP_STOP.get(str(stop_type))
     return Completion(
         id=str(body.get("id_slot", "")), model=str(body.get("model", "")),
-        text=body["content"], ids=tuple(int(i) for i in body["tokens"]),
-        logprobs=None if not probs else tuple(float(p["logprob"]) for p in probs),
-        stop_reason=stop,
+        text=body["content"], ids=ids, logprobs=logprobs, stop_reason=stop,
         usage=Usage(int(body.get("tokens_evaluated", 0)), int(body.get("tokens_predicted", 0))),
     )  # fmt: skip
 

@@ -33,6 +33,7 @@ from rolltap.clients.completions import (
     last_event,
     parse_completion,
 )
+from rolltap.clients.completions_llamacpp import fold_stream
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
@@ -131,10 +132,13 @@ class TokenUpstream:
             )  # fmt: skip
 
     async def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
-        if self.endpoint.completions_api == "sglang":
+        api = self.endpoint.completions_api
+        if api == "sglang":
             # asked for a whole answer; a server that streams anyway sends cumulative chunks
             raw = last_event(raw) or raw
-        parsed = upstream_json_object(raw)
+        # llama.cpp is streamed when stop strings are set (the events keep every logprob)
+        folded = fold_stream(raw) if api == "llamacpp" else None
+        parsed = upstream_json_object(raw) if folded is None else folded
         completion = parse_completion(
             self.endpoint.completions_api, parsed, prompt_len=len(request.prompt.ids)
         )
