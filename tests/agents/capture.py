@@ -1,171 +1,59 @@
 """Capture what the real CLI agents send: ``python tests/agents/capture.py OUT_DIR``.
 
-Starts a logging server on loopback that answers every model call with one short text
-turn (in the route's dialect, streamed when asked), runs Claude Code and Codex CLI
-headless against it for one turn, and writes each request they made (method, path,
-headers with credentials redacted, JSON body) to ``OUT_DIR/<agent>.json``. The
-fixtures in ``tests/agents/fixtures/`` were made this way; rerun it when the pinned
-versions in ``.ci/run`` change.
+Runs Claude Code and Codex CLI headless against ``rolltap.sim`` (a script of turns,
+:mod:`rolltap.sim.script`) through a logging proxy on loopback, and writes each request
+they made (method, path, headers with credentials redacted, JSON body) to
+``OUT_DIR/<name>.json``, one file per run:
+
+- ``claude_code.json``, ``codex.json``: the first turn ("Say hello in one word", answered
+  with text);
+- ``claude_code_loop.json``, ``codex_loop.json``: a whole tool loop: turn 1 calls the
+  agent's own shell tool to write a file (Claude Code's ``Bash`` ``{"command": …}``,
+  Codex's ``exec_command`` ``{"cmd": …}``), turn 2 says done. The run fails unless the
+  file was written and the agent exited 0.
+
+The fixtures in ``tests/agents/fixtures/`` were made this way; rerun it when the pinned
+versions in ``.ci/run`` change. The tests use the proxy (:func:`scripted`) to see every
+request an agent makes (unredacted: they never leave the test).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
-_SECRET_HEADERS = {"authorization", "x-api-key", "cookie"}
+from rolltap.sim import SimConfig, Simulator
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
+#: not forwarded as they came: the proxy's own connection and framing, and encodings
+#: (aiohttp decodes what it receives, so the relayed answer is never compressed)
+_HOP = frozenset({"host", "content-length", "connection", "accept-encoding",
+                  "transfer-encoding", "content-encoding"})  # fmt: skip
+_TIMEOUT_S = 90.0
+_LOOP_PROMPT = "Create hello.txt holding hi."
+_LOOP_COMMAND = "echo hi > hello.txt"
 
 
-def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
-    out = []
-    for name, data in events:
-        head = f"event: {name}\n" if name else ""
-        out.append(f"{head}data: {json.dumps(data)}\n\n")
-    return "".join(out).encode()
+@dataclass
+class Recorder:
+    """A logging proxy in front of ``upstream`` (a root URL, no ``/v1``): each request
+    kept as it came, then answered by the upstream, relayed as it streams."""
 
-
-def _messages_stream() -> bytes:
-    msg: dict[str, Any] = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "m",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 0},
-    }
-    return _sse(
-        [
-            ("message_start", {"type": "message_start", "message": msg}),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "Hello"},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 1},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
-    )
-
-
-def _messages_body() -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "m",
-        "content": [{"type": "text", "text": "Hello"}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1},
-    }
-
-
-def _responses_stream() -> bytes:
-    item = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": "Hello", "annotations": []}],
-    }
-    resp = {
-        "id": "resp_1",
-        "object": "response",
-        "created_at": 0,
-        "status": "completed",
-        "model": "m",
-        "output": [item],
-        "usage": {
-            "input_tokens": 10,
-            "output_tokens": 1,
-            "total_tokens": 11,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
-        },
-    }
-    started = {**resp, "status": "in_progress", "output": [], "usage": None}
-    part = {"type": "output_text", "text": "", "annotations": []}
-    return _sse(
-        [
-            ("response.created", {"type": "response.created", "response": started}),
-            (
-                "response.output_item.added",
-                {
-                    "type": "response.output_item.added",
-                    "output_index": 0,
-                    "item": {**item, "status": "in_progress", "content": []},
-                },
-            ),
-            (
-                "response.content_part.added",
-                {
-                    "type": "response.content_part.added",
-                    "item_id": "msg_1",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": part,
-                },
-            ),
-            (
-                "response.output_text.delta",
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": "msg_1",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": "Hello",
-                },
-            ),
-            (
-                "response.output_text.done",
-                {
-                    "type": "response.output_text.done",
-                    "item_id": "msg_1",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "text": "Hello",
-                },
-            ),
-            (
-                "response.output_item.done",
-                {"type": "response.output_item.done", "output_index": 0, "item": item},
-            ),
-            ("response.completed", {"type": "response.completed", "response": resp}),
-        ]
-    )
-
-
-class Log:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+    upstream: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -175,89 +63,135 @@ class Log:
                 body = json.loads(raw)
             except ValueError:
                 body = raw.decode("utf-8", "replace")
-        headers = {
-            k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
-            for k, v in request.headers.items()
-        }
+        headers = {k.lower(): v for k, v in request.headers.items()}
         self.requests.append(
             {"method": request.method, "path": request.path_qs, "headers": headers, "body": body}
         )
-        if request.method != "POST":
-            return web.json_response({})
-        stream = isinstance(body, dict) and body.get("stream")
-        if request.path.endswith("/messages/count_tokens"):
-            return web.json_response({"input_tokens": 10})
-        if request.path.endswith("/messages"):
-            if stream:
-                return web.Response(body=_messages_stream(), content_type="text/event-stream")
-            return web.json_response(_messages_body())
-        if request.path.endswith("/responses"):
-            return web.Response(body=_responses_stream(), content_type="text/event-stream")
-        return web.json_response({"error": {"message": "not captured"}}, status=404)
+        forward = {k: v for k, v in headers.items() if k not in _HOP}
+        async with aiohttp.ClientSession() as session, session.request(
+            request.method, self.upstream + request.path_qs, data=raw, headers=forward
+        ) as answer:  # fmt: skip
+            kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+            out = web.StreamResponse(status=answer.status, headers=kept)
+            await out.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+            return out
 
 
-async def _run(cmd: list[str], env: dict[str, str], cwd: str) -> int:
-    proc = await asyncio.create_subprocess_exec(
-        *cmd,
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    sys.stderr.write(out.decode("utf-8", "replace")[-2000:] + "\n")
-    return proc.returncode or 0
-
-
-async def main(out_dir: Path) -> None:
-    log = Log()
+@asynccontextmanager
+async def recording(upstream: str) -> AsyncIterator[tuple[str, Recorder]]:
+    """Serve a :class:`Recorder` in front of ``upstream``; its root URL and the recorder."""
+    recorder = Recorder(upstream)
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", log.handle)
+    app.router.add_route("*", "/{tail:.*}", recorder.handle)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as home:
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": home,
-            "ANTHROPIC_BASE_URL": base,
-            "ANTHROPIC_API_KEY": "sk-capture",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
-        rc = await _run(
-            ["claude", "-p", "Say hello in one word", "--output-format", "json"], env, home
-        )
-        _write(out_dir / "claude_code.json", log, rc)
-        codex_home = Path(home) / ".codex"
-        codex_home.mkdir()
-        (codex_home / "config.toml").write_text(
-            'model = "m"\nmodel_provider = "capture"\n\n[model_providers.capture]\n'
-            f'name = "capture"\nbase_url = "{base}/v1"\nenv_key = "CAPTURE_KEY"\n'
-            'wire_api = "responses"\n'
-        )
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": home,
-            "CODEX_HOME": str(codex_home),
-            "CAPTURE_KEY": "sk-capture",
-        }
-        rc = await _run(
-            ["codex", "exec", "--skip-git-repo-check", "--json", "Say hello in one word"], env, home
-        )
-        _write(out_dir / "codex.json", log, rc)
-    await runner.cleanup()
+    try:
+        yield f"http://127.0.0.1:{port}", recorder
+    finally:
+        await runner.cleanup()
 
 
-def _write(path: Path, log: Log, rc: int) -> None:
-    path.write_text(json.dumps({"exit": rc, "requests": log.requests}, indent=1) + "\n")
-    print(f"{path}: {len(log.requests)} requests, exit {rc}")
-    log.requests = []
+@asynccontextmanager
+async def scripted(turns: Any) -> AsyncIterator[tuple[str, Recorder]]:
+    """A simulator saying ``turns`` (a script, :mod:`rolltap.sim.script`) behind a
+    :class:`Recorder`: the proxy's root URL, and the recorder."""
+    async with Simulator(SimConfig(script=turns)) as sim, recording(sim.url) as served:
+        yield served
+
+
+def shell_call(tool: str, command: str) -> dict[str, Any]:
+    """A script turn calling the agent's shell tool: Claude Code's ``Bash``
+    ``{"command": …}``, or Codex's ``exec_command`` ``{"cmd": …}``."""
+    key = "command" if tool == "Bash" else "cmd"
+    return {"tool_call": {"name": tool, "arguments": {key: command}}}
+
+
+async def run_agent(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run an agent to its end in its own process group (killed whole on a timeout);
+    its exit code and output."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env={"PATH": os.environ["PATH"], **env}, cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(_TIMEOUT_S):
+            out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+def _claude(base: str, home: Path, prompt: str, loop: bool) -> tuple[list[str], dict[str, str]]:
+    env = {"HOME": str(home), "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-capture",
+           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # fmt: skip
+    # as root, Claude Code takes no bypassPermissions; allowing Bash is enough
+    tail = ["--output-format", "stream-json", "--verbose", "--allowedTools", "Bash"]
+    return ["claude", "-p", prompt, *(tail if loop else ["--output-format", "json"])], env
+
+
+def _codex(base: str, home: Path, prompt: str, loop: bool) -> tuple[list[str], dict[str, str]]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model = "m"\nmodel_provider = "capture"\n\n[model_providers.capture]\n'
+        f'name = "capture"\nbase_url = "{base}/v1"\nenv_key = "CAPTURE_KEY"\n'
+        'wire_api = "responses"\n'
+    )
+    env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "CAPTURE_KEY": "sk-capture"}
+    sandbox = ["--sandbox", "workspace-write"] if loop else []
+    return ["codex", "exec", "--skip-git-repo-check", "--json", *sandbox, prompt], env
+
+
+#: per agent: its fixture's name, its shell tool, how to run it
+_AGENTS = {"claude_code": ("Bash", _claude), "codex": ("exec_command", _codex)}
+
+
+async def capture(agent: str, loop: bool, out: Path) -> None:
+    """Run ``agent`` once (its first turn, or its tool ``loop``) and write its requests."""
+    tool, command = _AGENTS[agent]
+    turns = [shell_call(tool, _LOOP_COMMAND), {"text": "done"}] if loop else [{"text": "Hello"}]
+    prompt = _LOOP_PROMPT if loop else "Say hello in one word"
+    with tempfile.TemporaryDirectory() as root:
+        home, work = Path(root) / "home", Path(root) / "work"
+        home.mkdir()
+        work.mkdir()
+        async with scripted(turns) as (base, recorder):
+            argv, env = command(base, home, prompt, loop)
+            rc, output = await run_agent(argv, env, work)
+        written = (work / "hello.txt").is_file()
+    if rc != 0 or (loop and not written):
+        raise SystemExit(f"{agent}: exit {rc}, hello.txt written: {written}\n{output[-3000:]}")
+    _write(out / f"{agent}{'_loop' if loop else ''}.json", recorder.requests, rc)
+
+
+def _redacted(request: dict[str, Any]) -> dict[str, Any]:
+    headers = {k: ("<redacted>" if k in SECRET_HEADERS else v)
+               for k, v in request["headers"].items()}  # fmt: skip
+    return {**request, "headers": headers}
+
+
+def _write(path: Path, requests: list[dict[str, Any]], rc: int) -> None:
+    data = {"exit": rc, "requests": [_redacted(r) for r in requests]}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{path}: {len(requests)} requests, exit {rc}")
+
+
+async def main(out_dir: Path) -> None:
+    for agent in _AGENTS:
+        for loop in (False, True):
+            await capture(agent, loop, out_dir)
 
 
 if __name__ == "__main__":

@@ -1,58 +1,45 @@
-"""The built-in agent harnesses with the real CLIs (Claude Code, Codex CLI) through one
-tool loop against a scripted upstream: the agent's own shell tool writes a file, the
-task's check sees it. Skipped without the CLI, except under CI=true (which installs it).
+"""The built-in agent harnesses with the real CLIs (Claude Code, Codex CLI) through a real
+tool loop against ``rolltap.sim`` with a script: the agent's own shell tool writes a file,
+the task's check sees it. Skipped without the CLI, except under CI=true (which installs it).
 
-The harness unit runs the agent against the upstream directly (its base URL in place of
-the gateway's); ``rolltap eval`` runs it through the gateway, relaying its dialect.
+The harness unit runs the agent against the simulator directly (its URL in place of the
+gateway's, through a recording proxy that keeps every request); ``rolltap eval`` runs the
+example tasks through the gateway against ``rolltap sim --script``, relaying the agent's
+dialect and translating it to a chat upstream, and the store is read back as exported.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
-from agents.scripted_upstream import ScriptedUpstream, scripted_upstream
+from agents.capture import scripted, shell_call
+from agents.loopkit import (
+    DROPPED_ON_CHAT,
+    EXAMPLES,
+    KINDS,
+    SHELL_TOOL,
+    SOLVE,
+    model_calls,
+    sim_process,
+    solving_script,
+)
+from clikit import arolltap_ok, arolltap_parts
+from helpers import require_agent
 from rollouts.agentkit import process_state, until
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
 from rolltap.rollouts.tasks import load_tasks
-from rolltap.store import EventLog, Store
+from rolltap.store import EventLog
 
-EXAMPLES = Path(__file__).parents[2] / "examples" / "agent_tasks.jsonl"
-CLI = "from rolltap.cli.main import main; main()"
-PACKAGES = {
-    "claude-code": ("claude", "@anthropic-ai/claude-code"),
-    "codex": ("codex", "@openai/codex"),
-}
-#: what each example task's scripted tool call runs (keyed by a word of its prompt)
-SOLUTIONS = {
-    "hello.txt": "printf hello > hello.txt",
-    "greet.py": "printf \"def greet(name):\\n    return 'Hello, ' + name + '!'\\n\" > greet.py",
-    "numbers.txt": "sort -n -o numbers.txt numbers.txt",
-}
 MARKER = "USER-CONFIG-MARKER-7f3a"
-HARNESS_DIALECT = {"claude-code": "messages", "codex": "responses"}
-
-
-def require(kind: str) -> None:
-    """Skip without the agent's CLI, except under CI (which installs it)."""
-    binary, package = PACKAGES[kind]
-    variable = "ROLLTAP_CLAUDE" if kind == "claude-code" else "ROLLTAP_CODEX"
-    if os.environ.get(variable) or shutil.which(binary):
-        return
-    message = f"{binary} is not installed (npm install -g {package})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{message}; CI=true requires it")
-    pytest.skip(message)
 
 
 def _user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, bytes]]:
@@ -84,34 +71,35 @@ def _context(base: str, log: EventLog) -> HarnessContext:
                           api_key="rollout-secret", model="m", log=log)  # fmt: skip
 
 
-def _sent(upstream: ScriptedUpstream) -> str:
-    return orjson.dumps(upstream.requests).decode()
+def _loop(kind: str, command: str, final: str = "done") -> list[dict[str, Any]]:
+    return [shell_call(SHELL_TOOL[kind], command), {"text": final}]
 
 
-@pytest.mark.parametrize("kind", ["claude-code", "codex"])
+@pytest.mark.parametrize("kind", list(KINDS))
 async def test_one_tool_loop_writes_the_file_and_the_check_passes(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require(kind)
+    binary, dialect = KINDS[kind]
+    require_agent(binary)
     home, before = _user_home(tmp_path, monkeypatch)
     task = Task(id="t", prompt="-Create hello.txt", files={"seed.txt": "seed"},
                 check='test "$(cat hello.txt)" = hello && test -f seed.txt')  # fmt: skip
     log = EventLog()
-    async with scripted_upstream("printf hello > hello.txt", final="all done") as (base, up):
+    async with scripted(_loop(kind, "printf hello > hello.txt", "all done")) as (base, up):
         result = answer_of(await load_harness(kind)(task, _context(base, log)))
     assert result.answer == "all done"
-    calls = up.model_calls()
-    assert [c["path"] for c in calls] == (["/v1/messages"] * 2 if kind == "claude-code"
-                                          else ["/v1/responses"] * 2)  # fmt: skip
+    calls = model_calls(up.requests)
+    assert [c["path"].partition("?")[0] for c in calls] == [f"/v1/{dialect}"] * 2
     auth = {c["headers"].get("x-api-key") or c["headers"].get("authorization") for c in calls}
     assert auth <= {"rollout-secret", "Bearer rollout-secret"}
-    assert "-Create hello.txt" in _sent(up)  # the prompt after "--" stays the prompt
+    sent = orjson.dumps([c["body"] for c in calls]).decode()
+    assert "-Create hello.txt" in sent  # the prompt after "--" stays the prompt
     if kind == "codex":  # what Codex says of its own settings: ours, not the user's
         for call in calls:
             meta = orjson.loads(call["headers"]["x-codex-turn-metadata"])
             assert (meta["analytics_enabled"], meta["sandbox_mode"]) == (False, "workspace-write")
     # nothing of the user's home was read, nor written
-    assert MARKER not in _sent(up) and "the-users-own-key" not in _sent(up)
+    assert MARKER not in sent and "the-users-own-key" not in sent
     assert _contents(home) == before
     check = [e.payload for e in log if e.kind == "check"]
     assert len(check) == 1 and check[0]["passed"] is True, check
@@ -122,13 +110,14 @@ async def test_one_tool_loop_writes_the_file_and_the_check_passes(
 async def test_codex_sandbox_option_reaches_codex(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require("codex")
+    require_agent("codex")
     _user_home(tmp_path, monkeypatch)
     task = Task(id="t", prompt="Create hello.txt", check="test -f hello.txt",
                 harness=AgentOptions(sandbox="read-only"))  # fmt: skip
     log = EventLog()
-    async with scripted_upstream("printf hello > hello.txt") as (base, _):
+    async with scripted(_loop("codex", "printf hello > hello.txt")) as (base, up):
         await load_harness("codex")(task, _context(base, log))
+    assert len(model_calls(up.requests)) == 2  # the command ran, and its result came back
     check = next(e.payload for e in log if e.kind == "check")
     assert check["passed"] is False  # the read-only sandbox kept it from writing
 
@@ -136,12 +125,12 @@ async def test_codex_sandbox_option_reaches_codex(
 async def test_a_cancelled_claude_code_takes_its_tools_with_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require("claude-code")
+    require_agent("claude")
     _user_home(tmp_path, monkeypatch)
     pid_file = tmp_path / "tool.pid"
     # Claude Code starts its Bash tool in a session of its own: not in the agent's group
     command = f"echo $$ > {shlex.quote(str(pid_file))}; exec sleep 300"
-    async with scripted_upstream(command) as (base, _):
+    async with scripted(_loop("claude-code", command)) as (base, _):
         harness = load_harness("claude-code")
         turn = harness(Task(id="t", prompt="p"), _context(base, EventLog()))
         running: asyncio.Future[Any] = asyncio.ensure_future(turn)
@@ -155,6 +144,7 @@ async def test_a_cancelled_claude_code_takes_its_tools_with_it(
     await until(lambda: process_state(pid) in ("gone", "Z"))
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("kind", "upstream_dialect"),
     [("claude-code", "messages"), ("claude-code", "chat"), ("codex", "responses"),
@@ -163,42 +153,57 @@ async def test_a_cancelled_claude_code_takes_its_tools_with_it(
 async def test_eval_runs_the_example_tasks_through_the_gateway(
     kind: str, upstream_dialect: str, tmp_path: Path
 ) -> None:
-    """Each agent through its own dialect relayed, and translated to a chat upstream."""
-    require(kind)
-    db = tmp_path / "runs.db"
-    async with scripted_upstream(SOLUTIONS) as (base, upstream):
-        code, out, err = await _eval(
-            str(EXAMPLES), "--harness", kind, "--endpoint", base + "/v1", "--dialect",
-            upstream_dialect, "--model", "m", "--store", f"sqlite:///{db}", "--json",
+    """Each agent through its own dialect relayed, and translated to a chat upstream, as a
+    user runs it: ``rolltap sim --script``, ``rolltap eval``, ``rolltap sessions export``."""
+    binary, dialect = KINDS[kind]
+    require_agent(binary)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with sim_process(solving_script(kind), tmp_path) as url:
+        code, out, err = await arolltap_parts(
+            "eval", str(EXAMPLES), "--harness", kind, "--endpoint", url, "--dialect",
+            upstream_dialect, "--model", "m", "--store", store, "--json",
         )  # fmt: skip
+        async with aiohttp.ClientSession() as http, http.get(url[:-3] + "/stats") as resp:
+            stats = await resp.json()
     assert code == 0, err
     summary = orjson.loads(out)
-    assert summary["statuses"] == {"completed": 3}, summary
-    assert summary["reward"]["mean"] == 1.0
-    calls = upstream.model_calls()
-    assert len(calls) == 6  # a tool call and a final text per task
-    route = {"chat": "/v1/chat/completions", "messages": "/v1/messages"}
-    assert {c["path"] for c in calls} == {route.get(upstream_dialect, "/v1/responses")}
-    ids = {t.id for t in load_tasks(EXAMPLES)}
-    async with await Store.open(f"sqlite:///{db}") as store:
-        sessions = await store.list_sessions()
-        assert {s.task["task_id"] for s in sessions} == ids
-        for session in sessions:
-            events = await store.events(session.id)
-            kinds = [e.kind for e in events]
-            assert kinds.count("model_request") == 2 and kinds.count("model_response") == 2
-            requests = [e.payload for e in events if e.kind == "model_request"]
-            # what the agent spoke, whatever the upstream does
-            assert {r["dialect"] for r in requests} == {HARNESS_DIALECT[kind]}
-            assert kinds.index("model_response") < kinds.index("check") < kinds.index("reward")
-            assert next(e.payload for e in events if e.kind == "check")["passed"] is True
+    assert (summary["statuses"], summary["reward"]["mean"]) == ({"completed": 3}, 1.0), summary
+    assert summary["model_errors"] == 0
+    # each rollout its own script session (the gateway's X-Rolltap-Rollout), both turns used
+    assert sorted(stats["script_turns"].values()) == [2, 2, 2], stats
+    await arolltap_ok("sessions", "export", "--store", store, "-o", str(tmp_path / "out.jsonl"))
+    exported = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert {s["session"]["task"]["task_id"] for s in exported} == {
+        t.id for t in load_tasks(EXAMPLES)
+    }
+    for line in exported:
+        session, events = line["session"], line["events"]
+        assert (session["status"], session["reward"]) == ("completed", 1.0), session
+        kinds = [e["kind"] for e in events if e["kind"] != "harness_output"]
+        assert kinds == ["model_request", "model_response"] * 2 + ["check", "reward", "status"]
+        of = {e["kind"]: e["payload"] for e in events}  # the last of each kind
+        assert of["check"]["passed"] is True and of["reward"] == {"reward": 1.0, "check": 1.0}
+        requests = [e["payload"] for e in events if e["kind"] == "model_request"]
+        assert [(r["dialect"], r["upstream_dialect"]) for r in requests] == [
+            (dialect, upstream_dialect)
+        ] * 2
+        dropped = [{w["dropped"] for w in r["rewrites"] if "dropped" in w} for r in requests]
+        assert dropped == (DROPPED_ON_CHAT[kind] if upstream_dialect == "chat" else [set()] * 2)
+        assert _tool_round(kind, requests[1]["messages"]) == SOLVE
 
 
-async def _eval(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLI, "eval", *args, env=dict(os.environ),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+def _tool_round(kind: str, messages: list[dict[str, Any]]) -> str:
+    """The command of the one shell call the second turn carries back, with its result
+    for the same call id (the agent ran it): Messages blocks, or Responses items."""
+    if kind == "claude-code":
+        parts = [p for m in messages if isinstance(m["content"], list) for p in m["content"]]
+        (use,) = [p for p in parts if p["type"] == "tool_use"]
+        (result,) = [p for p in parts if p["type"] == "tool_result"]
+        assert (use["name"], result["tool_use_id"]) == ("Bash", use["id"])
+        command: str = use["input"]["command"]
+        return command
+    (call,) = [m for m in messages if m.get("type") == "function_call"]
+    (output,) = [m for m in messages if m.get("type") == "function_call_output"]
+    assert (call["name"], output["call_id"]) == ("exec_command", call["call_id"])
+    cmd: str = orjson.loads(call["arguments"])["cmd"]
+    return cmd

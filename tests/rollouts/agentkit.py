@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 #: a stand-in for ``claude -p … --output-format stream-json``: one Messages call through
 #: the gateway with the URL and key it was given, then what it saw, as its result
@@ -42,17 +38,6 @@ def write_agent(directory: Path, name: str, body: str, *, python: bool = True) -
     path.write_text(shebang + body)
     path.chmod(0o755)
     return path
-
-
-def require_cli(binary: str, package: str) -> str:
-    """The real agent CLI's path; skips without it, except under CI (which installs it)."""
-    found = shutil.which(binary)
-    if found is None:
-        message = f"{binary} is not installed (npm install -g {package})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message}; CI=true requires it")
-        pytest.skip(message)
-    return found
 
 
 def process_state(pid: int) -> str:

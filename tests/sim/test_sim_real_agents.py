@@ -12,55 +12,21 @@ the tests skip, except under ``CI=true``, which installs both: there they fail.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import shutil
-import signal
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from agents.capture import run_agent
+from helpers import require_agent
 from rolltap.sim import SimConfig, Simulator
 
-_TIMEOUT_S = 90.0
-_INSTALL = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 _PROMPT = "Create hello.txt holding hi."
-
-
-def _binary(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        reason = f"{name} is not on PATH (npm install -g {_INSTALL[name]})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} — CI=true installs it")
-        pytest.skip(reason)
-    return found
 
 
 def _script(name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"tool_call": {"name": name, "arguments": arguments}}, {"text": "done"}]
-
-
-async def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-    """Run an agent to its end in its own process group (killed whole on a timeout)."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv, env={"PATH": os.environ["PATH"], **env}, cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(_TIMEOUT_S):
-            out, _ = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode("utf-8", "replace")
 
 
 def _json_lines(output: str) -> list[dict[str, Any]]:
@@ -69,7 +35,7 @@ def _json_lines(output: str) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(120)
 async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None:
-    claude = _binary("claude")
+    claude = require_agent("claude")
     home, cwd = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     cwd.mkdir()
@@ -82,7 +48,7 @@ async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None
         }  # fmt: skip
         argv = [claude, "-p", _PROMPT, "--output-format", "stream-json", "--verbose",
                 "--allowedTools", "Bash"]  # fmt: skip
-        code, output = await _run(argv, env, cwd)
+        code, output = await run_agent(argv, env, cwd)
         last = sim.stats.last_request_body
         turns = dict(sim.stats.script_turns)
     assert code == 0, output[-3000:]
@@ -103,7 +69,7 @@ async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None
 
 @pytest.mark.timeout(120)
 async def test_codex_runs_exec_command_then_stops(tmp_path: Path) -> None:
-    codex = _binary("codex")
+    codex = require_agent("codex")
     codex_home, cwd = tmp_path / "codex", tmp_path / "work"
     codex_home.mkdir()
     cwd.mkdir()
@@ -116,7 +82,7 @@ async def test_codex_runs_exec_command_then_stops(tmp_path: Path) -> None:
         env = {"HOME": str(tmp_path), "CODEX_HOME": str(codex_home), "SIM_KEY": "x"}
         argv = [codex, "exec", "--json", "--skip-git-repo-check", "--sandbox",
                 "workspace-write", _PROMPT]  # fmt: skip
-        code, output = await _run(argv, env, cwd)
+        code, output = await run_agent(argv, env, cwd)
         last = sim.stats.last_request_body
         turns = dict(sim.stats.script_turns)
     assert code == 0, output[-3000:]
