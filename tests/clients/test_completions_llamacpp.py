@@ -93,6 +93,13 @@ def test_entries_that_do_not_follow_the_tokens_are_a_protocol_error() -> None:
         parse_completion("llamacpp", wrong)
 
 
+def test_keepalive_comments_before_the_first_event_are_skipped() -> None:
+    # llama-server sends ":" lines while it processes a long prompt
+    folded = fold_stream(b":\n\n:\n\n" + STOP_WORD_STREAM)
+    assert folded is not None
+    assert parse_completion("llamacpp", folded).logprobs == (-0.0965, -0.1692)
+
+
 def test_a_stream_that_lost_ids_is_a_protocol_error_not_a_short_record() -> None:
     # a token ending inside a UTF-8 character is sent in no event: 3 of 5 ids are missing
     lossy = _sse(_chunk(236743, -0.058, " ", 1), _chunk(366, -0.001, "𓀀", 5), _final(5))
@@ -107,6 +114,7 @@ def test_a_stream_that_lost_ids_is_a_protocol_error_not_a_short_record() -> None
         (b"data: {not json\n\n", "not JSON"),
         (b"data: [1, 2]\n\n", "not a JSON object"),
         (_sse({"error": {"code": 500, "message": "boom"}}), "reported an error"),
+        (b':\n\nerror: {"code": 500, "message": "boom"}\n\n', "reported an error"),
     ],
 )
 def test_a_broken_stream_is_a_protocol_error(raw: bytes, message: str) -> None:
@@ -117,3 +125,4 @@ def test_a_broken_stream_is_a_protocol_error(raw: bytes, message: str) -> None:
 def test_a_whole_answer_is_not_folded() -> None:
     assert fold_stream(orjson.dumps(_final(0))) is None
     assert fold_stream(b"") is None
+    assert fold_stream(b":\n\n") is None

@@ -42,13 +42,17 @@ def fold_stream(raw: bytes) -> dict[str, Any] | None:
     concatenated; None when ``raw`` is not a stream. :class:`UpstreamProtocolError` when
     an event is not a JSON object or reports an error, when the final event is missing,
     or when it counts more sampled tokens than the events carried."""
-    if not raw.lstrip().startswith(b"data:"):
+    # ":" lines are the comments llama-server sends to keep a long prompt's stream alive
+    lines = [line for line in raw.splitlines() if line.strip() and not line.startswith(b":")]
+    if not lines or not lines[0].startswith((b"data:", b"error:")):
         return None
     content: list[str] = []
     tokens: list[Any] = []
     probs: list[Any] = []
     final: dict[str, Any] | None = None
-    for line in raw.splitlines():
+    for line in lines:
+        if line.startswith(b"error:"):
+            raise UpstreamProtocolError(f"llama.cpp stream reported an error: {line[6:]!r}")
         data = line.removeprefix(b"data:").strip()
         if not line.startswith(b"data:") or not data or data == b"[DONE]":
             continue
