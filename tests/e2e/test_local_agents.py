@@ -7,8 +7,8 @@ first turn is ~19k tokens and Codex's ~10k, minutes of prompt processing for lla
 two cores; what this checks (the protocol path, the ids) does not depend on their size.
 A stop at the first newline ends the 270M base model's answer as a stop sequence: an
 agent takes that as a finished turn (a `max_tokens` stop is an error to Claude Code).
-llama-server reports no probability for the tokens of a stop word, so the newline's id is
-recorded without its logprob: a known gap of the llama.cpp backend (vLLM's reports all)."""
+The token client streams a request with stop strings from llama-server (a whole answer
+leaves out the stop word's probabilities), so the newline's id has its logprob too."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_an_agent_turn_through_the_token_client(harness: str, binary: str, tmp_p
         if event["kind"] == "model_response":
             tokens = event["payload"]["tokens"]
             assert tokens["prompt_ids"] and tokens["completion_ids"]
-            # llama-server leaves out the probabilities of the tokens that spelled the
-            # stop word (here the newline the answer ended on): every other id has one
+            # every sampled id has its logprob, the stop word's (the newline) included
             logprobs = tokens["completion_logprobs"] or []
-            assert len(logprobs) == len(tokens["completion_ids"]) - 1
+            assert len(logprobs) == len(tokens["completion_ids"])
+            assert all(isinstance(lp, float) for lp in logprobs)
