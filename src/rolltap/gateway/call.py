@@ -99,9 +99,9 @@ class ModelCall:
 
     __slots__ = (
         "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
-        "intercept", "keepalive_s", "lookup", "outcome", "pending", "prefix", "replica",
-        "reply_dialect", "request", "requested", "response", "rollout", "stats", "stream",
-        "t_first", "t_headers", "upstream", "upstream_name",
+        "intercept", "keepalive_s", "lookup", "outcome", "pending", "prefix", "relayed",
+        "replica", "reply_dialect", "request", "requested", "response", "rollout", "stats",
+        "stream", "t_first", "t_headers", "upstream", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -139,6 +139,8 @@ class ModelCall:
         self.replica: str | None = None
         #: the request sent, while its event is still to be written
         self.pending: UpstreamRequest | None = None
+        #: a relayed stream whose terminal event the harness has been sent, and its status
+        self.relayed: tuple[int, StreamRelay] | None = None
         #: whether the request event is written
         self.requested = False
 
@@ -256,6 +258,8 @@ class ModelCall:
                 self.t_first = time.perf_counter()
             if out := relay.feed(chunk):
                 await resp.write(out)
+            if relay.ended and self.relayed is None:
+                self.relayed = (reply.status, relay)
         if out := relay.finish():
             await resp.write(out)
         return relay.recorded(), resp
@@ -376,6 +380,18 @@ class ModelCall:
         if lookup.retry_of is not None:
             out["retry_of"] = lookup.retry_of
         return out
+
+    def record_delivered(self) -> bool:
+        """Record the answer of a stream whose last event the harness was sent when it
+        went away before the upstream's stream closed (an agent stops reading at
+        ``response.completed`` or ``message_stop``): it had the whole answer. False when
+        there is no such answer to record."""
+        if self.relayed is None or self.answered is not None:
+            return False
+        status, relay = self.relayed
+        self.record_response(status, relay.recorded())
+        self.outcome.delivered = True
+        return True
 
     def record_response(self, status: int, recorded: dict[str, Any]) -> None:
         """The response event, and the counters its usage goes to."""

@@ -93,13 +93,16 @@ async def answer_call(
         return await call.fail(err)
     except ConnectionResetError:
         # The harness went away while we were writing to it.
-        call.record_error(HarnessDisconnectedError("harness disconnected mid-response"))
+        if not call.record_delivered():
+            call.record_error(HarnessDisconnectedError("harness disconnected mid-response"))
         return call.response or web.Response(status=499)
     except asyncio.CancelledError:
         error = intercept.claim_cancellation()
         if error is None:
-            # aiohttp cancels the handler when the harness disconnects.
-            call.record_error(HarnessDisconnectedError("harness disconnected"))
+            # aiohttp cancels the handler when the harness disconnects; past the
+            # stream's last event that is an agent done reading, not a lost answer
+            if not call.record_delivered():
+                call.record_error(HarnessDisconnectedError("harness disconnected"))
             raise
         return await call.fail(error)
     finally:

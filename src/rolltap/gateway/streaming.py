@@ -101,6 +101,12 @@ class StreamRelay:
             raise UpstreamProtocolError("upstream stream ended before [DONE]")
         return b""
 
+    @property
+    def ended(self) -> bool:
+        """Whether the stream's terminal event has been through :meth:`feed` (its bytes
+        for the harness returned): all the harness needs of the answer."""
+        return self._done if self._parser is None else self._parser.done
+
     def recorded(self) -> dict[str, Any]:
         """``body`` (in the upstream's dialect), the summary fields and ``chunks``."""
         capture = self._capture
