@@ -139,8 +139,8 @@ class ModelCall:
         self.replica: str | None = None
         #: the request sent, while its event is still to be written
         self.pending: UpstreamRequest | None = None
-        #: a relayed stream whose terminal event the harness has been sent, and its status
-        self.relayed: tuple[int, StreamRelay] | None = None
+        #: a relayed stream whose terminal event the harness has been sent, and its reply
+        self.relayed: tuple[Reply, StreamRelay] | None = None
         #: whether the request event is written
         self.requested = False
 
@@ -164,11 +164,15 @@ class ModelCall:
             self.flush_request()
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
-            if reply.capture is not None:  # the server's ids: checked for drift
-                conversation = conversation_of(self.harness.name, self.body)
-                reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
-            self.record_response(reply.status, recorded)
+            self.record_reply(reply, recorded)
         return await self.finish(response)
+
+    def record_reply(self, reply: Reply, recorded: dict[str, Any]) -> None:
+        """The response event of ``reply``, its server-side ids checked for drift first."""
+        if reply.capture is not None:
+            conversation = conversation_of(self.harness.name, self.body)
+            reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
+        self.record_response(reply.status, recorded)
 
     async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
         """End the answer here: a body is written, a stream closed."""
@@ -259,7 +263,7 @@ class ModelCall:
             if out := relay.feed(chunk):
                 await resp.write(out)
             if relay.ended and self.relayed is None:
-                self.relayed = (reply.status, relay)
+                self.relayed = (reply, relay)
         if out := relay.finish():
             await resp.write(out)
         return relay.recorded(), resp
@@ -388,8 +392,8 @@ class ModelCall:
         there is no such answer to record."""
         if self.relayed is None or self.answered is not None:
             return False
-        status, relay = self.relayed
-        self.record_response(status, relay.recorded())
+        reply, relay = self.relayed
+        self.record_reply(reply, relay.recorded())
         self.outcome.delivered = True
         return True
 
