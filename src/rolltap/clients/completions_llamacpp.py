@@ -29,9 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from rolltap.errors import UpstreamProtocolError
+from rolltap.http.json_body import upstream_stream_event
 
 __all__ = ["fold_stream", "per_id"]
 
@@ -56,7 +55,7 @@ def fold_stream(raw: bytes) -> dict[str, Any] | None:
         data = line.removeprefix(b"data:").strip()
         if not line.startswith(b"data:") or not data or data == b"[DONE]":
             continue
-        event = _event(data)
+        event = upstream_stream_event(data, "llama.cpp")
         if event.get("stop") is True:
             final = event
             continue
@@ -74,18 +73,6 @@ def fold_stream(raw: bytes) -> dict[str, Any] | None:
         )
     return {**final, "content": "".join(content), "tokens": tokens,
             "completion_probabilities": probs}  # fmt: skip
-
-
-def _event(data: bytes) -> dict[str, Any]:
-    try:
-        event = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise UpstreamProtocolError(f"llama.cpp stream event is not JSON: {exc}") from exc
-    if not isinstance(event, dict):
-        raise UpstreamProtocolError("llama.cpp stream event is not a JSON object")
-    if "error" in event:
-        raise UpstreamProtocolError(f"llama.cpp stream reported an error: {event['error']!r}")
-    return event
 
 
 def per_id(ids: Sequence[int], entries: Sequence[tuple[int, float]]) -> tuple[float | None, ...]:

@@ -49,6 +49,7 @@ from rolltap.gateway.summaries import (
     chat_stream_recorded,
     folded_stream_recorded,
 )
+from rolltap.http.json_body import upstream_stream_event
 
 __all__ = ["StreamRelay", "events_of"]
 
@@ -151,7 +152,7 @@ class StreamRelay:
                 self._done = True
                 keep.append(ev.raw)
                 continue
-            obj = _chunk(ev.data)
+            obj = upstream_stream_event(ev.data)
             raw = ev.raw
             if self._capture is not None and self._capture.take_chunk(obj):
                 raw = encode_data(orjson.dumps(obj))  # chat's framing: one data line
@@ -160,18 +161,6 @@ class StreamRelay:
                 continue
             keep.append(raw)
         return b"".join(keep)
-
-
-def _chunk(data: bytes) -> dict[str, Any]:
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise UpstreamProtocolError(f"upstream sent a malformed stream event: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise UpstreamProtocolError("upstream sent a stream event that is not an object")
-    if "error" in obj:
-        raise UpstreamProtocolError(f"upstream stream error: {obj['error']}")
-    return obj
 
 
 def events_of(resp: Response) -> list[StreamEvent]:

@@ -1,5 +1,5 @@
 """A body that must be a JSON object, parsed once (orjson, no aiohttp): a request's
-(a 400 when it is not) or an upstream's answer (a 502).
+(a 400 when it is not), an upstream's answer or one event of its stream (a 502).
 
 >>> load_json_object(b'{"model": "m"}')
 {'model': 'm'}
@@ -19,6 +19,7 @@ __all__ = [
     "load_json_object",
     "parse_json_object",
     "upstream_json_object",
+    "upstream_stream_event",
 ]
 
 #: the deepest nesting a request body may have: orjson parses up to 1024 levels but
@@ -75,3 +76,18 @@ def upstream_json_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise UpstreamProtocolError("upstream returned a JSON value that is not an object")
     return parsed
+
+
+def upstream_stream_event(data: bytes, source: str = "upstream") -> dict[str, Any]:
+    """One event of an upstream's stream (its ``data`` payload) that must be a JSON object;
+    ``upstream_bad_response`` if not, or if it reports an ``error``. ``source`` names the
+    upstream in the message."""
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamProtocolError(f"{source} stream event is not JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise UpstreamProtocolError(f"{source} stream event is not a JSON object")
+    if "error" in event:
+        raise UpstreamProtocolError(f"{source} stream reported an error: {event['error']!r}")
+    return event
