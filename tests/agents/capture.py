@@ -28,73 +28,21 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from aiohttp import web
-
 from rolltap.sim import SimConfig, Simulator
 
+if __name__ == "__main__":  # run as a script: the helpers it shares are one folder up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from upstreams import Recorder, recording
+
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
-#: not forwarded as they came: the proxy's own connection and framing, and encodings
-#: (aiohttp decodes what it receives, so the relayed answer is never compressed)
-_HOP = frozenset({"host", "content-length", "connection", "accept-encoding",
-                  "transfer-encoding", "content-encoding"})  # fmt: skip
 _TIMEOUT_S = 90.0
-_LOOP_PROMPT = "Create hello.txt holding hi."
-_LOOP_COMMAND = "echo hi > hello.txt"
-
-
-@dataclass
-class Recorder:
-    """A logging proxy in front of ``upstream`` (a root URL, no ``/v1``): each request
-    kept as it came, then answered by the upstream, relayed as it streams."""
-
-    upstream: str
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        body: Any = None
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        self.requests.append(
-            {"method": request.method, "path": request.path_qs, "headers": headers, "body": body}
-        )
-        forward = {k: v for k, v in headers.items() if k not in _HOP}
-        async with aiohttp.ClientSession() as session, session.request(
-            request.method, self.upstream + request.path_qs, data=raw, headers=forward
-        ) as answer:  # fmt: skip
-            kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
-            out = web.StreamResponse(status=answer.status, headers=kept)
-            await out.prepare(request)
-            async for chunk in answer.content.iter_any():
-                await out.write(chunk)
-            await out.write_eof()
-            return out
-
-
-@asynccontextmanager
-async def recording(upstream: str) -> AsyncIterator[tuple[str, Recorder]]:
-    """Serve a :class:`Recorder` in front of ``upstream``; its root URL and the recorder."""
-    recorder = Recorder(upstream)
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", recorder.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", recorder
-    finally:
-        await runner.cleanup()
+#: the tool loop's prompt, and the command its first turn runs: it writes hello.txt
+LOOP_PROMPT = "Create hello.txt holding hi."
+LOOP_COMMAND = "echo hi > hello.txt"
 
 
 @asynccontextmanager
@@ -158,17 +106,31 @@ def _codex(base: str, home: Path, prompt: str, loop: bool) -> tuple[list[str], d
 _AGENTS = {"claude_code": ("Bash", _claude), "codex": ("exec_command", _codex)}
 
 
+def agent_command(
+    agent: str, base: str, home: Path, prompt: str, *, loop: bool
+) -> tuple[list[str], dict[str, str]]:
+    """``agent``'s (``claude_code`` or ``codex``) headless command line and environment
+    against ``base`` (a root URL, no ``/v1``), ``home`` its home: one turn answered in
+    JSON, or a tool ``loop`` (its shell tool allowed, the events in JSON lines)."""
+    return _AGENTS[agent][1](base, home, prompt, loop)
+
+
+def loop_script(agent: str) -> list[dict[str, Any]]:
+    """The tool loop's script: turn 1 runs :data:`LOOP_COMMAND` with ``agent``'s shell
+    tool, turn 2 says done."""
+    return [shell_call(_AGENTS[agent][0], LOOP_COMMAND), {"text": "done"}]
+
+
 async def capture(agent: str, loop: bool, out: Path) -> None:
     """Run ``agent`` once (its first turn, or its tool ``loop``) and write its requests."""
-    tool, command = _AGENTS[agent]
-    turns = [shell_call(tool, _LOOP_COMMAND), {"text": "done"}] if loop else [{"text": "Hello"}]
-    prompt = _LOOP_PROMPT if loop else "Say hello in one word"
+    turns = loop_script(agent) if loop else [{"text": "Hello"}]
+    prompt = LOOP_PROMPT if loop else "Say hello in one word"
     with tempfile.TemporaryDirectory() as root:
         home, work = Path(root) / "home", Path(root) / "work"
         home.mkdir()
         work.mkdir()
         async with scripted(turns) as (base, recorder):
-            argv, env = command(base, home, prompt, loop)
+            argv, env = agent_command(agent, base, home, prompt, loop=loop)
             rc, output = await run_agent(argv, env, work)
         written = (work / "hello.txt").is_file()
     if rc != 0 or (loop and not written):

@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 import pytest
 
-from agents.capture import SECRET_HEADERS, recording
+from agents.capture import SECRET_HEADERS
 from agents.loopkit import FIXTURE_NAMES, model_calls, recorded
 from dialects.agentkit import DIALECTS, Captured, remove
 from helpers import ADMIN_TOKEN, events, register
@@ -30,6 +30,7 @@ from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.dialects.translate import dropped_headers, translate_request
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
+from upstreams import recording
 
 MODEL = "sim-model"
 #: what ``refuse`` names, in order, per agent (docs/translation.md: the hosted tools

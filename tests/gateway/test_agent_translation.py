@@ -15,13 +15,13 @@ import anthropic
 import openai
 import orjson
 import pytest
-from aiohttp import web
 
 from dialects.agentkit import PAIRS, Captured, captured
 from helpers import ADMIN_TOKEN, events, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
+from upstreams import recording
 
 #: what each captured call loses on the way to another dialect (tests/dialects has why)
 DROPPED = {
@@ -121,48 +121,15 @@ async def test_refuse_names_the_first_field_and_sends_nothing(
     assert sim.stats.requests == 1
 
 
-@asynccontextmanager
-async def _recorder(sim: Simulator, seen: list[tuple[dict[str, str], Any]]) -> AsyncIterator[str]:
-    """A chat upstream that keeps each request's headers and body, then has the simulator
-    answer it (the answer relayed as it comes)."""
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        seen.append(({k.lower(): v for k, v in request.headers.items()}, orjson.loads(raw)))
-        async with aiohttp.ClientSession() as session, session.post(
-            sim.base_url + "/chat/completions", data=raw,
-            headers={"content-type": "application/json"},
-        ) as up:  # fmt: skip
-            out = web.StreamResponse(status=up.status, headers={"content-type": up.content_type})
-            await out.prepare(request)
-            async for chunk in up.content.iter_any():
-                await out.write(chunk)
-            await out.write_eof()
-            return out
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
-
-
 async def test_the_upstream_gets_the_tables_body_and_no_vendor_header(
     sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
-    seen: list[tuple[dict[str, str], Any]] = []
     call = captured("claude_code")
-    async with _recorder(sim, seen) as url, _gateway(url, "chat") as gateway:
+    async with recording(sim.url) as (url, recorder), _gateway(url + "/v1", "chat") as gateway:
         rollout = await register(http, gateway)
         status, raw = await _post(http, rollout, call)
         assert status == 200, raw[:500]
-    ((headers, body),) = seen
+    ((headers, body),) = [(r["headers"], r["body"]) for r in recorder.requests]
     assert not [h for h in headers if h.startswith("anthropic-")]
     assert headers["x-claude-code-session-id"] == call.headers["x-claude-code-session-id"]
     assert [m["role"] for m in body["messages"]] == ["system", "user", "system"]

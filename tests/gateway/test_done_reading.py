@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from helpers import ADMIN_TOKEN, events, register, settle
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
+from upstreams import recording
 
 #: each dialect's terminal event, as its harness sees it
 _LAST = {"chat": b"data: [DONE]", "messages": b"event: message_stop",
@@ -35,29 +35,9 @@ async def holding(sim: Simulator) -> AsyncIterator[tuple[str, asyncio.Event]]:
     """An upstream that relays the simulator's stream whole, then keeps its connection
     open until released: the harness has every event before the upstream ends."""
     release = asyncio.Event()
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        body, json = await request.read(), {"Content-Type": "application/json"}
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(sim.url + request.path, data=body, headers=json) as up,
-        ):
-            resp = web.StreamResponse(status=up.status, headers={"Content-Type": up.content_type})
-            await resp.prepare(request)
-            async for chunk in up.content.iter_any():
-                await resp.write(chunk)
-        await release.wait()
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", handle)
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1", release
-    release.set()
-    await runner.cleanup()
+    async with recording(sim.url, hold=release) as (url, _):
+        yield url + "/v1", release
+        release.set()
 
 
 @pytest.mark.parametrize(("harness", "upstream"), [

@@ -33,6 +33,7 @@ from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 from rolltap.store.transcript import build_transcript
 from rolltap.store.transcript_text import render_lines
+from upstreams import serving
 
 DIALECTS: list[Dialect] = ["chat", "messages", "responses"]
 RESULT = "sum is 5 (from the add tool)"
@@ -116,15 +117,8 @@ async def _scripted_upstream(dialect: Dialect, scenario: str) -> AsyncIterator[s
     app = web.Application()
     for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses"):
         app.router.add_post(path, answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url + "/v1"
 
 
 @pytest.mark.parametrize("upstream_dialect", DIALECTS)

@@ -22,6 +22,7 @@ from rolltap.serve import ServeConfig
 from rolltap.serve.supervisor import Supervisor
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from upstreams import serving
 
 #: what the extra's absence looks like to an import
 BLOCKED = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
@@ -137,13 +138,8 @@ async def collector() -> AsyncIterator[tuple[str, list[tuple[str, str, bytes]]]]
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", receive)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}", received
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url, received
 
 
 async def test_eval_otel_exports_spans_over_otlp_http(
