@@ -7,7 +7,8 @@ Claude Code runs with ``--allowedTools Bash`` (``--dangerously-skip-permissions`
 Codex CLI with ``--sandbox workspace-write`` (its default, ``read-only``, runs the command
 but the write fails; ``-c sandbox_mode="workspace-write"`` and
 ``--dangerously-bypass-approvals-and-sandbox`` work as well). Without the binary on PATH
-the tests skip, except under ``CI=true``, which installs both: there they fail.
+the tests skip, except under ``CI=true``, which installs both: there they fail. The
+command lines and the script are the capture's (:mod:`agents.capture`).
 """
 
 from __future__ import annotations
@@ -18,48 +19,43 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.capture import run_agent
+from agents.capture import LOOP_PROMPT, agent_command, loop_script, run_agent
 from helpers import require_agent
 from rolltap.sim import SimConfig, Simulator
-
-_PROMPT = "Create hello.txt holding hi."
-
-
-def _script(name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"tool_call": {"name": name, "arguments": arguments}}, {"text": "done"}]
 
 
 def _json_lines(output: str) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.timeout(120)
-async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None:
-    claude = require_agent("claude")
+async def _tool_loop(agent: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """Run ``agent`` (``claude_code`` or ``codex``) through the scripted tool loop straight
+    against a simulator and check that it went round: exit 0, the file written, both of
+    the script's turns said. The agent's output, and the last request it sent."""
+    require_agent("claude" if agent == "claude_code" else "codex")
     home, cwd = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     cwd.mkdir()
-    script = _script("Bash", {"command": "echo hi > hello.txt"})
-    async with Simulator(SimConfig(script=script)) as sim:
-        env = {
-            "HOME": str(home), "ANTHROPIC_BASE_URL": sim.url, "ANTHROPIC_API_KEY": "x",
-            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }  # fmt: skip
-        argv = [claude, "-p", _PROMPT, "--output-format", "stream-json", "--verbose",
-                "--allowedTools", "Bash"]  # fmt: skip
+    async with Simulator(SimConfig(script=loop_script(agent))) as sim:
+        argv, env = agent_command(agent, sim.url, home, LOOP_PROMPT, loop=True)
         code, output = await run_agent(argv, env, cwd)
         last = sim.stats.last_request_body
         turns = dict(sim.stats.script_turns)
     assert code == 0, output[-3000:]
     assert (cwd / "hello.txt").read_text() == "hi\n"
     assert turns == {"": 2}
+    return output, last
+
+
+@pytest.mark.timeout(120)
+async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None:
+    output, last = await _tool_loop("claude_code", tmp_path)
     # the second call carries the scripted call back, and the tool's result for its id
     blocks = [block for message in last["messages"] if isinstance(message["content"], list)
               for block in message["content"]]  # fmt: skip
     uses = [b for b in blocks if b.get("type") == "tool_use"]
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    called = script[0]["tool_call"]
+    called = loop_script("claude_code")[0]["tool_call"]
     assert [(u["name"], u["input"]) for u in uses] == [(called["name"], called["arguments"])]
     assert uses[0]["id"].startswith("toolu_sim_")
     assert [r["tool_use_id"] for r in results] == [uses[0]["id"]]
@@ -69,25 +65,7 @@ async def test_claude_code_runs_its_bash_tool_then_stops(tmp_path: Path) -> None
 
 @pytest.mark.timeout(120)
 async def test_codex_runs_exec_command_then_stops(tmp_path: Path) -> None:
-    codex = require_agent("codex")
-    codex_home, cwd = tmp_path / "codex", tmp_path / "work"
-    codex_home.mkdir()
-    cwd.mkdir()
-    script = _script("exec_command", {"cmd": "echo hi > hello.txt"})
-    async with Simulator(SimConfig(script=script)) as sim:
-        (codex_home / "config.toml").write_text(
-            'model = "m"\nmodel_provider = "sim"\n\n[model_providers.sim]\nname = "sim"\n'
-            f'base_url = "{sim.base_url}"\nenv_key = "SIM_KEY"\nwire_api = "responses"\n'
-        )
-        env = {"HOME": str(tmp_path), "CODEX_HOME": str(codex_home), "SIM_KEY": "x"}
-        argv = [codex, "exec", "--json", "--skip-git-repo-check", "--sandbox",
-                "workspace-write", _PROMPT]  # fmt: skip
-        code, output = await run_agent(argv, env, cwd)
-        last = sim.stats.last_request_body
-        turns = dict(sim.stats.script_turns)
-    assert code == 0, output[-3000:]
-    assert (cwd / "hello.txt").read_text() == "hi\n"
-    assert turns == {"": 2}
+    output, last = await _tool_loop("codex", tmp_path)
     calls = [item for item in last["input"] if item.get("type") == "function_call"]
     outputs = [item for item in last["input"] if item.get("type") == "function_call_output"]
     assert [c["name"] for c in calls] == ["exec_command"]
