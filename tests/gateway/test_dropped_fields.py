@@ -20,13 +20,8 @@ from rolltap.clients.fake import FakeReply, FakeUpstream
 from rolltap.clients.upstream import ModelRequest, UpstreamRequest
 from rolltap.gateway import Gateway
 from rolltap.gateway.stats import MAX_DROPPED_FIELDS, GatewayStats, dropped_field
+from upstreams import CHAT_ANSWER
 
-ANSWER = {
-    "id": "c1", "object": "chat.completion", "model": "up",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"},
-                 "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}  # fmt: skip
 DROPS = [
     {"dropped": "reasoning.summary", "reason": "presentation only"},
     {"dropped": "tools[2]", "reason": "a hosted tool: unsupported = drop"},
@@ -54,7 +49,7 @@ async def test_dropped_fields_are_counted_in_stats_and_metrics(
     gateway: Gateway, http: aiohttp.ClientSession
 ) -> None:
     rollout = await gateway.register()
-    rollout.upstream = DroppingUpstream("chat", [FakeReply.json(ANSWER) for _ in range(2)])
+    rollout.upstream = DroppingUpstream("chat", [FakeReply.json(CHAT_ANSWER) for _ in range(2)])
     url = gateway.describe(rollout)["base_url"] + "/chat/completions"
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for _ in range(2):

@@ -31,15 +31,10 @@ from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
 from rolltap.http.auth import AuthThrottle
 from rolltap.pool import Lease
+from upstreams import CHAT_ANSWER
 
 SECRET = "rt-test-secret"
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-ANSWER = {
-    "id": "c1", "object": "chat.completion", "model": "up",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"},
-                 "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}  # fmt: skip
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
@@ -98,16 +93,16 @@ async def harness() -> AsyncIterator[Harness]:
 
 
 async def test_a_body_is_delivered_and_recorded_after_its_request(harness: Harness) -> None:
-    harness.fake.replies.append(FakeReply.json(ANSWER, headers={"x-request-id": "up-1"}))
+    harness.fake.replies.append(FakeReply.json(CHAT_ANSWER, headers={"x-request-id": "up-1"}))
     async with harness.post("/chat/completions", CHAT_BODY) as resp:
         assert resp.status == 200
         assert resp.headers["x-request-id"] == "up-1"
-        assert await resp.json() == ANSWER  # passed through as it came
+        assert await resp.json() == CHAT_ANSWER  # passed through as it came
     assert harness.kinds() == ["model_request", "model_response"]
     request, response = harness.payloads()
     assert request["upstream_dialect"] == "chat" and request["rewrites"] == []
-    assert response["body"] == ANSWER and response["finish_reason"] == "stop"
-    assert response["usage"] == ANSWER["usage"]
+    assert response["body"] == CHAT_ANSWER and response["finish_reason"] == "stop"
+    assert response["usage"] == CHAT_ANSWER["usage"]
     assert harness.rollout.total_tokens == 4
     assert harness.fake.requests[0].call.body["messages"] == CHAT_BODY["messages"]
 
@@ -149,7 +144,7 @@ async def test_a_refused_call_is_recorded_after_its_request_and_not_retried(
     harness: Harness,
 ) -> None:
     refused = FakeReply(refuse=UpstreamConnectionError("connection refused"))
-    harness.fake.replies.extend([refused, FakeReply.json(ANSWER)])
+    harness.fake.replies.extend([refused, FakeReply.json(CHAT_ANSWER)])
     async with harness.post("/chat/completions", CHAT_BODY) as resp:
         assert resp.status == 502
         assert (await resp.json())["error"]["code"] == "upstream_unreachable"
