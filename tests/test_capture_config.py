@@ -10,10 +10,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from rolltap.cli import eval_cmd, gateway_cmd, serve_cmd
+from flagkit import eval_configs, served
 from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig
-from rolltap.errors import ConfigError
 from rolltap.rollouts import RunConfig, load_run_config
 
 A = "http://a:8000/v1"
@@ -57,13 +56,7 @@ def test_the_run_config_fields_reach_the_endpoint(tmp_path: Path) -> None:
 
 
 def test_eval_flags_are_run_config_fields(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[RunConfig] = []
-
-    async def fake_eval(config: RunConfig, *args: object) -> Any:
-        seen.append(config)
-        raise ConfigError("stop here")
-
-    monkeypatch.setattr(eval_cmd, "_eval", fake_eval)
+    seen = eval_configs(monkeypatch)
     args = ["eval", "t.jsonl", "--endpoint", A, "--capture-tokens", "--capture-logprobs"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output  # the ConfigError above
@@ -74,22 +67,11 @@ def test_eval_flags_are_run_config_fields(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_gateway_and_serve_take_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    endpoints: list[EndpointConfig | None] = []
-
-    async def fake_gateway(endpoint: EndpointConfig | None, *args: object) -> int:
-        endpoints.append(endpoint)
-        return 0
-
-    async def fake_serve(values: dict[str, Any], config_file: Path | None) -> int:
-        endpoints.append(values["endpoints"][0])
-        return 0
-
-    monkeypatch.setattr(gateway_cmd, "_serve", fake_gateway)
-    monkeypatch.setattr(serve_cmd, "_serve", fake_serve)
+    seen = served(monkeypatch)
     for command in ("gateway", "serve"):
         result = runner.invoke(app, [command, "--endpoint", A, "--model", "m", "--capture-tokens"])
         assert result.exit_code == 0, result.output
-    assert [e is not None and e.capture_tokens for e in endpoints] == [True, True]
+    assert [s.endpoint is not None and s.endpoint.capture_tokens for s in seen] == [True, True]
     # the local model (llama-server) returns no ids: refused, not silently ignored
     result = runner.invoke(app, ["gateway", "--capture-tokens"])
     assert result.exit_code == 2 and "--capture-tokens needs --endpoint" in result.output

@@ -4,13 +4,12 @@ field stored with the run, and ``--unsupported`` on ``eval``, ``gateway`` and ``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from clikit import assert_one_line_error, rolltap
-from rolltap.cli import eval_cmd, gateway_cmd, serve_cmd
+from flagkit import eval_configs, served
 from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
@@ -49,13 +48,7 @@ def test_the_run_config_field_reaches_the_endpoint_and_survives_a_resume(tmp_pat
 
 
 def test_eval_takes_the_flag_as_a_run_config_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[RunConfig] = []
-
-    async def fake_eval(config: RunConfig, *args: object) -> Any:
-        seen.append(config)
-        raise ConfigError("stop here")
-
-    monkeypatch.setattr(eval_cmd, "_eval", fake_eval)
+    seen = eval_configs(monkeypatch)
     result = runner.invoke(app, ["eval", "t.jsonl", "--endpoint", A, "--unsupported", "refuse"])
     assert result.exit_code == 2, result.output  # the ConfigError above
     assert seen[0].model_dump()["unsupported"] == "refuse"  # stored with the run
@@ -66,29 +59,15 @@ def test_eval_takes_the_flag_as_a_run_config_field(monkeypatch: pytest.MonkeyPat
 
 
 def test_gateway_and_serve_take_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    endpoints: list[EndpointConfig | None] = []
-    local: list[dict[str, str] | None] = []
-
-    async def fake_gateway(endpoint: EndpointConfig | None, *args: object, **kw: Any) -> int:
-        endpoints.append(endpoint)
-        local.append(kw.get("local_fields"))
-        return 0
-
-    async def fake_serve(values: dict[str, Any], config_file: Path | None, **kw: Any) -> int:
-        endpoints.append(values["endpoints"][0] if "endpoints" in values else None)
-        local.append(kw.get("local_fields"))
-        return 0
-
-    monkeypatch.setattr(gateway_cmd, "_serve", fake_gateway)
-    monkeypatch.setattr(serve_cmd, "_serve", fake_serve)
+    seen = served(monkeypatch)
     for command in ("gateway", "serve"):
         args = [command, "--endpoint", A, "--model", "m", "--unsupported", "refuse"]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         result = runner.invoke(app, [command, "--unsupported", "refuse"])  # the local model
         assert result.exit_code == 0, result.output
-    assert [e.unsupported if e else None for e in endpoints] == ["refuse", None] * 2
-    assert local == [None, {"unsupported": "refuse"}] * 2
+    assert [s.endpoint.unsupported if s.endpoint else None for s in seen] == ["refuse", None] * 2
+    assert [s.local_fields for s in seen] == [None, {"unsupported": "refuse"}] * 2
 
 
 @pytest.mark.parametrize("command", ["eval", "gateway", "serve"])

@@ -4,12 +4,11 @@ with the run, and ``--tool-parser`` / ``--reasoning-parser`` on eval, gateway an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from rolltap.cli import eval_cmd, gateway_cmd, serve_cmd
+from flagkit import eval_configs, served
 from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
@@ -49,13 +48,7 @@ def test_run_config_fields_reach_the_endpoint_and_are_stored(tmp_path: Path) -> 
 
 
 def test_eval_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[RunConfig] = []
-
-    async def fake_eval(config: RunConfig, *args: object) -> Any:
-        seen.append(config)
-        raise ConfigError("stop here")
-
-    monkeypatch.setattr(eval_cmd, "_eval", fake_eval)
+    seen = eval_configs(monkeypatch)
     result = runner.invoke(app, ["eval", "t.jsonl", "--endpoint", URL, *FLAGS])
     assert result.exit_code == 2, result.output  # the ConfigError above
     endpoint = seen[0].endpoint_config()
@@ -64,24 +57,13 @@ def test_eval_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gateway_and_serve_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    endpoints: list[EndpointConfig] = []
-
-    async def fake_gateway(endpoint: EndpointConfig, *args: object) -> int:
-        endpoints.append(endpoint)
-        return 0
-
-    async def fake_serve(values: dict[str, Any], config_file: Path | None) -> int:
-        endpoints.extend(values["endpoints"])
-        return 0
-
-    monkeypatch.setattr(gateway_cmd, "_serve", fake_gateway)
-    monkeypatch.setattr(serve_cmd, "_serve", fake_serve)
+    seen = served(monkeypatch)
     for command in ("gateway", "serve"):
         result = runner.invoke(app, [command, "--endpoint", URL, "--model", "m", *FLAGS])
         assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["gateway", "--endpoint", URL, "--model", "m"])
     assert result.exit_code == 0, result.output
-    parsers = [(e.tool_parser, e.reasoning_parser) for e in endpoints]
+    parsers = [(s.endpoint.tool_parser, s.endpoint.reasoning_parser) for s in seen if s.endpoint]
     assert parsers == [("openai", "harmony"), ("openai", "harmony"), ("hermes", None)]
 
 
