@@ -11,29 +11,24 @@ from pathlib import Path
 import orjson
 
 from clikit import arolltap_parts
+from rollouts.evalkit import eval_one, the_session
 from rolltap.sim import Simulator
-from rolltap.store import Store
 
 AGENT = Path(__file__).with_name("sdk_agent.py")
 
 
 async def test_a_harness_that_makes_no_call_is_flagged(sim: Simulator, tmp_path: Path) -> None:
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(orjson.dumps({"id": "t", "prompt": "say 42", "answer": "42"}))
-    url = f"sqlite:///{tmp_path}/runs.db"
-    code, out, err = await arolltap_parts(
-        "eval", str(tasks), "--cmd", 'cat "$ROLLTAP_TASK_FILE"', "--endpoint", sim.base_url,
-        "--model", "sim-model", "--reward", "contains", "--store", url, "--json",
-    )  # fmt: skip
+    task = {"id": "t", "prompt": "say 42", "answer": "42"}
+    code, out, err, url = await eval_one(
+        sim, tmp_path, task, 'cat "$ROLLTAP_TASK_FILE"', "contains"
+    )
     assert code == 0, err
     summary = orjson.loads(out)
     assert summary["reward"]["mean"] == 1.0  # the task's answer is in the task it printed
     assert (summary["model_calls"], summary["no_model_calls"]) == (0, 1)
     # the warning is the last thing said
     assert err.strip().splitlines()[-1].startswith("warning: 1 of 1 rollout(s) made no model call")
-    async with await Store.open(url) as store:
-        (session,) = await store.list_sessions()
-        events = await store.events(session.id)
+    session, events = await the_session(url)
     notes = [e.payload for e in events if e.kind == "note"]
     assert [n["text"] for n in notes] == ["no_model_calls"]
     status = [e.payload for e in events if e.kind == "status"][-1]
@@ -57,19 +52,12 @@ async def test_a_harness_that_makes_no_call_is_flagged(sim: Simulator, tmp_path:
 async def test_a_harness_that_calls_the_model_is_not_flagged(
     sim: Simulator, tmp_path: Path
 ) -> None:
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(orjson.dumps({"id": "ok", "prompt": "hello", "info": {"regex": r"\w+"}}))
-    url = f"sqlite:///{tmp_path}/runs.db"
-    code, out, err = await arolltap_parts(
-        "eval", str(tasks), "--cmd", f"{sys.executable} {AGENT}", "--endpoint", sim.base_url,
-        "--model", "sim-model", "--reward", "regex", "--store", url, "--json",
-    )  # fmt: skip
+    task = {"id": "ok", "prompt": "hello", "info": {"regex": r"\w+"}}
+    code, out, err, url = await eval_one(sim, tmp_path, task, f"{sys.executable} {AGENT}", "regex")
     assert code == 0, err
     summary = orjson.loads(out)
     assert (summary["model_calls"], summary["no_model_calls"]) == (1, 0)
     assert "no model call" not in err
-    async with await Store.open(url) as store:
-        (session,) = await store.list_sessions()
-        events = await store.events(session.id)
+    _, events = await the_session(url)
     assert not [e for e in events if e.kind == "note"]
     assert "no_model_calls" not in [e.payload for e in events if e.kind == "status"][-1]

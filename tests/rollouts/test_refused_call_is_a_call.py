@@ -9,9 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from clikit import arolltap_parts
+from rollouts.evalkit import eval_one, the_session
 from rolltap.sim import Simulator
-from rolltap.store import Store
 
 #: one call the gateway refuses (a conversation that is not a list), then exit 1
 HARNESS = """
@@ -31,15 +30,12 @@ except urllib.error.HTTPError as err:
 
 
 async def test_a_refused_call_counts_as_a_call(sim: Simulator, tmp_path: Path) -> None:
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(orjson.dumps({"id": "t", "prompt": "say 42", "answer": "42"}))
     harness = tmp_path / "harness.py"
     harness.write_text(HARNESS)
-    url = f"sqlite:///{tmp_path}/runs.db"
-    code, out, err = await arolltap_parts(
-        "eval", str(tasks), "--cmd", f"{sys.executable} {harness}", "--endpoint", sim.base_url,
-        "--model", "sim-model", "--reward", "contains", "--store", url, "--json",
-    )  # fmt: skip
+    task = {"id": "t", "prompt": "say 42", "answer": "42"}
+    code, out, err, url = await eval_one(
+        sim, tmp_path, task, f"{sys.executable} {harness}", "contains"
+    )
     # the run failed, for the reason the gateway gave, and nothing says it made no call
     assert code == 1, err
     assert err.strip().splitlines()[-1] == (
@@ -50,9 +46,7 @@ async def test_a_refused_call_counts_as_a_call(sim: Simulator, tmp_path: Path) -
     assert summary["statuses"] == {"failed": 1}
     assert (summary["model_calls"], summary["no_model_calls"]) == (0, 0)
     assert sim.stats.requests == 0  # refused by the gateway, never sent upstream
-    async with await Store.open(url) as store:
-        (session,) = await store.list_sessions()
-        events = await store.events(session.id)
+    _, events = await the_session(url)
     kinds = [e.kind for e in events]
     assert "note" not in kinds
     request, error = (e.payload for e in events if e.kind in ("model_request", "model_error"))
