@@ -53,6 +53,17 @@ def _rows(
     return [_row(dialect, level, f, action, reason, **kw) for f in fields.split()]
 
 
+def _unless(
+    dialect: str, field: str, value: Any, cond: str, mapped: str, action: Action, reason: str
+) -> list[Row]:  # fmt: skip
+    """A request ``field`` that maps at ``value`` (``cond`` in words; ``mapped`` says why:
+    the default, plain text) and is ``action`` at any other (``reason``)."""
+    return [
+        _row(dialect, "request", field, "mapped", mapped, when=_is(value), cond=cond),
+        _row(dialect, "request", field, action, reason),
+    ]
+
+
 def _is(*values: Any) -> Callable[[Any], bool]:
     return lambda value: value in values
 
@@ -66,6 +77,8 @@ def _empty(value: Any) -> bool:
 
 
 _PLAIN_TEXT = {"type": "text"}
+_PLAIN = "plain text, every dialect's default"
+_STRUCTURED = "structured output (JSON)"
 _CACHE = "a prompt-caching hint"
 _ITEM_IDS = "an item's id and status: the provider's own bookkeeping"
 _SAMPLING = "a sampling setting the target has no field for"
@@ -90,12 +103,9 @@ _CHAT = [
     *_parsed("chat", "request", "reasoning_effort",
              "→ Messages `output_config.effort` (`none`: `thinking` disabled, `minimal`: low),"
              " Responses `reasoning.effort`"),
-    _row("chat", "request", "n", "mapped", "one choice, as every dialect answers", when=_is(1),
-         cond="= 1"),
-    _row("chat", "request", "n", "policy", "several choices: the target answers one"),
-    _row("chat", "request", "response_format", "mapped", "plain text, every dialect's default",
-         when=_is(_PLAIN_TEXT), cond="= text"),
-    _row("chat", "request", "response_format", "policy", "structured output (JSON)"),
+    *_unless("chat", "n", 1, "= 1", "one choice, as every dialect answers", "policy",
+             "several choices: the target answers one"),
+    *_unless("chat", "response_format", _PLAIN_TEXT, "= text", _PLAIN, "policy", _STRUCTURED),
     *_rows("chat", "request", "stream_options", "dropped",
            "the stream's framing (the gateway asks a chat upstream for usage itself)"),
     *_rows("chat", "request", "logprobs top_logprobs", "policy",
@@ -152,7 +162,7 @@ _MESSAGES = [
            "presentation: whether thinking comes back summarized or not at all"),
     *_rows("messages", "request", "output_config.effort", "mapped",
            _EFFORT + " (`max` → `xhigh`)"),
-    *_rows("messages", "request", "output_config.format", "policy", "structured output (JSON)"),
+    *_rows("messages", "request", "output_config.format", "policy", _STRUCTURED),
     *_rows("messages", "request", "context_management", "dropped",
            "the provider's own context editing (it clears old thinking or tool results on"
            " its side); the target gets the whole conversation"),
@@ -201,20 +211,13 @@ _RESPONSES = [
            "labels for the client's and the provider's own use"),
     *_rows("responses", "request", "safety_identifier service_tier", "dropped",
            "the provider's own abuse monitoring and processing tier"),
-    _row("responses", "request", "text.format", "mapped", "plain text, every dialect's default",
-         when=_is(_PLAIN_TEXT), cond="= text"),
-    _row("responses", "request", "text.format", "policy", "structured output (JSON)"),
-    _row("responses", "request", "text.verbosity", "mapped", "the default",
-         when=_is("medium"), cond="= medium"),
-    _row("responses", "request", "text.verbosity", "dropped",
-         "presentation: how long the answer runs"),
-    _row("responses", "request", "truncation", "mapped", "the default", when=_is("disabled"),
-         cond="= disabled"),
-    _row("responses", "request", "truncation", "dropped",
-         "the provider's own truncation of a long context; the target gets it whole"),
-    _row("responses", "request", "background", "mapped", "the default", when=_is(False),
-         cond="= false"),
-    _row("responses", "request", "background", "policy", "a response run in the background"),
+    *_unless("responses", "text.format", _PLAIN_TEXT, "= text", _PLAIN, "policy", _STRUCTURED),
+    *_unless("responses", "text.verbosity", "medium", "= medium", "the default", "dropped",
+             "presentation: how long the answer runs"),
+    *_unless("responses", "truncation", "disabled", "= disabled", "the default", "dropped",
+             "the provider's own truncation of a long context; the target gets it whole"),
+    *_unless("responses", "background", False, "= false", "the default", "policy",
+             "a response run in the background"),
     *_rows("responses", "request", "previous_response_id conversation", "policy",
            "a conversation the provider stores: the target never saw it"),
     *_rows("responses", "request", "max_tool_calls top_logprobs prompt", "policy",
