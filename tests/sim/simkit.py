@@ -1,4 +1,5 @@
-"""Helpers the simulator tests share: request bodies and SSE reading."""
+"""Helpers the simulator tests share: request bodies, SSE reading and ``rolltap sim`` run
+in this process."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+import typer
+from typer.testing import CliRunner, Result
 
+from rolltap.cli.sim_cmd import register
 from rolltap.sim.vocab import VOCAB
 
 USER: list[dict[str, Any]] = [{"role": "user", "content": "Say something."}]
@@ -76,3 +80,16 @@ def completions_body(**extra: Any) -> dict[str, Any]:
 def llamacpp_body(**extra: Any) -> dict[str, Any]:
     """A minimal llama.cpp ``/completion`` request body (the same prompt)."""
     return {"prompt": prompt_ids(), **extra}
+
+
+def sim_cli(*args: str) -> Result:
+    """``rolltap sim ARGS`` registered on a throwaway typer app, run in this process
+    (200 columns wide, so that help text is not wrapped)."""
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")
+    def noop() -> None:
+        """Keeps typer from collapsing the app into the single `sim` command."""
+
+    return CliRunner().invoke(app, ["sim", *args], env={"COLUMNS": "200"})

@@ -5,26 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-import typer
-from typer.testing import CliRunner
 
-from rolltap.cli.sim_cmd import register, run_sim
+from rolltap.cli.sim_cmd import run_sim
 from rolltap.sim import SimConfig, Simulator
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")
-    def noop() -> None:
-        """Keeps typer from collapsing the app into the single `sim` command."""
-
-    return app
+from sim.simkit import sim_cli
 
 
 def test_help_documents_the_fault_grammar() -> None:
-    result = CliRunner().invoke(_app(), ["sim", "--help"], env={"COLUMNS": "200"})
+    result = sim_cli("--help")
     assert result.exit_code == 0, result.output
     for text in (
         "KIND[=ARG][@PROB]",
@@ -41,7 +29,7 @@ def test_help_documents_the_fault_grammar() -> None:
 
 
 def test_bad_fault_exits_non_zero_with_a_clear_message() -> None:
-    result = CliRunner().invoke(_app(), ["sim", "--fault", "status=200"], env={"COLUMNS": "200"})
+    result = sim_cli("--fault", "status=200")
     assert result.exit_code != 0
     assert "invalid fault spec 'status=200'" in result.output
     assert "400-599" in result.output

@@ -10,11 +10,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from clikit import assert_one_line_error, rolltap
-from rolltap.cli.sim_cmd import register, run_sim
+from rolltap.cli.sim_cmd import run_sim
 from rolltap.errors import ConfigError
 from rolltap.sim import (
     Script,
@@ -26,6 +24,7 @@ from rolltap.sim import (
     parse_script,
 )
 from rolltap.sim.script import DONE, ScriptPlayer
+from sim.simkit import sim_cli
 
 EXAMPLE: dict[str, Any] = {
     "default": [
@@ -138,19 +137,8 @@ def test_sim_config_takes_data_and_refuses_a_bad_script() -> None:
 # -- the command line -----------------------------------------------------------------------
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")
-    def noop() -> None:
-        """Keeps typer from collapsing the app into the single `sim` command."""
-
-    return app
-
-
 def test_help_documents_the_script_format() -> None:
-    result = CliRunner().invoke(_app(), ["sim", "--help"], env={"COLUMNS": "200"})
+    result = sim_cli("--help")
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.replace("│", " ").split())
     for part in (
