@@ -18,6 +18,7 @@ __all__ = [
     "check_depth",
     "load_json_object",
     "parse_json_object",
+    "stream_event_object",
     "upstream_json_object",
     "upstream_stream_event",
 ]
@@ -79,15 +80,21 @@ def upstream_json_object(raw: bytes) -> dict[str, Any]:
 
 
 def upstream_stream_event(data: bytes, source: str = "upstream") -> dict[str, Any]:
-    """One event of an upstream's stream (its ``data`` payload) that must be a JSON object;
-    ``upstream_bad_response`` if not, or if it reports an ``error``. ``source`` names the
-    upstream in the message."""
+    """One event of an upstream's stream as a JSON object (:func:`stream_event_object`)
+    that reports no ``error``; ``upstream_bad_response`` if it does."""
+    event = stream_event_object(data, source)
+    if "error" in event:
+        raise UpstreamProtocolError(f"{source} stream reported an error: {event['error']!r}")
+    return event
+
+
+def stream_event_object(data: bytes, source: str) -> dict[str, Any]:
+    """One event's data in the stream ``source`` names (an upstream, a dialect) as a JSON
+    object; ``upstream_bad_response`` if it is not."""
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise UpstreamProtocolError(f"{source} stream event is not JSON: {exc}") from exc
+        raise UpstreamProtocolError(f"{source} stream: event data is not JSON: {exc}") from exc
     if not isinstance(event, dict):
-        raise UpstreamProtocolError(f"{source} stream event is not a JSON object")
-    if "error" in event:
-        raise UpstreamProtocolError(f"{source} stream reported an error: {event['error']!r}")
+        raise UpstreamProtocolError(f"{source} stream: event data is not a JSON object")
     return event

@@ -15,6 +15,7 @@ import orjson
 
 from rolltap.dialects.canonical import Usage
 from rolltap.errors import RolltapError, UpstreamProtocolError
+from rolltap.http.json_body import stream_event_object as load_object
 
 __all__ = [
     "UpstreamStreamError",
@@ -60,17 +61,6 @@ def stream_error(dialect: str, error: object) -> UpstreamStreamError:
     message = obj.get("message")
     text = message if isinstance(message, str) and message else "upstream stream error"
     return UpstreamStreamError(f"{dialect} stream: upstream error: {text}", upstream_error=obj)
-
-
-def load_object(data: bytes, dialect: str) -> dict[str, Any]:
-    """One event's data as a JSON object, or :class:`UpstreamProtocolError`."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise UpstreamProtocolError(f"{dialect} stream: event data is not JSON: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise UpstreamProtocolError(f"{dialect} stream: event data is not a JSON object")
-    return obj
 
 
 def str_field(obj: dict[str, Any], key: str, where: str) -> str:
