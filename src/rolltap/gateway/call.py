@@ -19,7 +19,9 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
 The request event of step 1 is written once the request is on its way
 (:meth:`ModelCall.defer_request`): the bookkeeping it takes (the conversation index, the
 event) runs while the upstream works instead of before the request leaves, and always
-before anything else is recorded of the call.
+before anything else is recorded of the call. What each event holds is
+:mod:`rolltap.gateway.call_events`' (:class:`ModelCall` is a
+:class:`~rolltap.gateway.call_events.CallEvents`).
 
 An SDK retry of a call whose answer arrived but was not delivered takes none of these
 steps: :meth:`ModelCall.replay` answers it from that answer.
@@ -31,7 +33,6 @@ records the call's request event too, marked ``"sent": false``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -40,17 +41,17 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from rolltap.clients.upstream import ModelRequest, Reply, UpstreamRequest, status_error
+from rolltap.clients.upstream import ModelRequest, Reply, status_error
 from rolltap.dialects.canonical import Response
 from rolltap.dialects.registry import Dialect
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
-from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
-from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
+from rolltap.errors import RolltapError
+from rolltap.gateway.call_events import CallEvents
+from rolltap.gateway.conversation import Found
 from rolltap.gateway.replay import (
     NOT_A_RETRY,
     Answer,
     Lookup,
-    Outcome,
     ReplayBook,
     replayed_fields,
     settle,
@@ -60,11 +61,9 @@ from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.streaming import StreamRelay, events_of
 from rolltap.gateway.summaries import answer_recorded
 from rolltap.http.errors import error_response
-from rolltap.store.events import EventKind
 
 __all__ = ["ModelCall", "Path", "path_of"]
 
-_MAX_ERROR_BODY = 4096
 _JSON = "application/json"
 
 
@@ -94,14 +93,13 @@ def path_of(harness: Dialect, reply: Reply, *, stream: bool) -> Path:
     return Path(stream=relay, relay=relay, translate=not same, chat=chat)
 
 
-class ModelCall:
-    """State of one intercepted model call."""
+class ModelCall(CallEvents):
+    """State of one intercepted model call: its steps, on top of the events that record
+    them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
 
     __slots__ = (
-        "answered", "body", "canonical", "found", "frames", "harness", "harness_usage",
-        "intercept", "keepalive_s", "lookup", "outcome", "pending", "prefix", "relayed",
-        "replica", "reply_dialect", "request", "requested", "response", "rollout", "stats",
-        "stream", "t_first", "t_headers", "upstream", "upstream_name",
+        "canonical", "frames", "harness_usage", "keepalive_s", "relayed", "reply_dialect",
+        "request", "response", "upstream",
     )  # fmt: skip
 
     def __init__(
@@ -109,23 +107,12 @@ class ModelCall:
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
         lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
     ) -> None:  # fmt: skip
-        self.request, self.rollout, self.intercept = request, rollout, intercept
-        #: whether this call is an SDK retry, of which call, with an answer to replay
-        self.lookup, self.outcome = lookup, Outcome(intercept.id)
-        #: what the rollout's conversations knew of the body when it was validated
-        self.found = found
-        #: leading messages of the body the rollout sent before (the index's match)
-        self.prefix = 0
-        #: the ``model_response`` payload once recorded; the answer in the canonical model
-        #: when delivery made it, and the dialect of the reply (to make it later if needed)
-        self.answered: dict[str, Any] | None = None
+        super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found)
+        self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
+        #: the answer in the canonical model when delivery made it, and the dialect of the
+        #: reply (to make it later if needed)
         self.canonical: Response | None = None
         self.reply_dialect: Dialect | None = None
-        self.harness, self.upstream = harness, rollout.upstream
-        #: what the events name as the upstream dialect
-        self.upstream_name: str = self.upstream.name
-        self.body, self.stats, self.keepalive_s = body, stats, keepalive_s
-        self.stream = bool(body.get("stream"))
         # read before the rewrites, which may add include_usage to a chat body
         opts = body.get("stream_options")
         self.harness_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
@@ -133,16 +120,8 @@ class ModelCall:
         # errors) and the response, once a stream to the harness is open
         self.frames: StreamRenderer | None = None
         self.response: web.StreamResponse | None = None
-        self.t_headers: float | None = None
-        self.t_first: float | None = None
-        #: the replica's label, on an endpoint with replicas
-        self.replica: str | None = None
-        #: the request sent, while its event is still to be written
-        self.pending: UpstreamRequest | None = None
         #: a relayed stream whose terminal event the harness has been sent, and its reply
         self.relayed: tuple[Reply, StreamRelay] | None = None
-        #: whether the request event is written
-        self.requested = False
 
     async def run(self) -> web.StreamResponse:
         """The call, start to end: every path takes these steps, in this order."""
@@ -167,13 +146,6 @@ class ModelCall:
             self.record_reply(reply, recorded)
         return await self.finish(response)
 
-    def record_reply(self, reply: Reply, recorded: dict[str, Any]) -> None:
-        """The response event of ``reply``, its server-side ids checked for drift first."""
-        if reply.capture is not None:
-            conversation = conversation_of(self.harness.name, self.body)
-            reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
-        self.record_response(reply.status, recorded)
-
     async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
         """End the answer here: a body is written, a stream closed."""
         if not response.prepared:
@@ -185,18 +157,7 @@ class ModelCall:
     async def replay(self, answer: Answer) -> web.StreamResponse:
         """Answer an SDK retry from the answer its original call could not deliver: the
         upstream is not called again, and the event carries no second token record."""
-        self.t_headers = self.t_first = time.perf_counter()
-        self.record_request(None)
-        self.rollout.log.append(
-            EventKind.MODEL_RESPONSE,
-            {
-                "intercept_id": self.intercept.id, "status": answer.status,
-                "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
-                "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
-                "timing": self._timing(),
-            },
-        )  # fmt: skip
-        self.stats.replays += 1
+        self.record_replayed(answer)
         headers = {"x-rolltap-replay-of": str(self.lookup.retry_of)}
         if self.stream:
             resp, frames = await self.open_stream(answer.status, headers)
@@ -326,64 +287,7 @@ class ModelCall:
                 return
             yield chunk
 
-    # -- record --------------------------------------------------------------------
-
-    def defer_request(self, sent: UpstreamRequest) -> None:
-        """Write the request event at the loop's next turn: by then the request is being
-        sent (the upstream call has started and waits on the network), so the work is
-        done while the upstream works. :meth:`flush_request` writes it at once if the
-        call got further, or failed, first."""
-        self.pending = sent
-        asyncio.get_running_loop().call_soon(self.flush_request)
-
-    def flush_request(self) -> None:
-        """Write the request event if it is still to be written (once; before any
-        other event of the call)."""
-        if self.pending is not None:
-            self.record_request(self.pending)
-            self.pending = None
-
-    def record_request(self, sent: UpstreamRequest | None, *, refused: bool = False) -> None:
-        """The request event: what the harness sent, past the prefix already recorded
-        (``sent`` None: nothing is sent, a retry is replayed, or the call was ``refused``
-        before its request was made)."""
-        self.requested = True
-        conversations, found = self.rollout.conversations, self.found
-        if found is None:
-            found = conversations.find(conversation_of(self.harness.name, self.body))
-        match = conversations.remember(found, self.harness.name)
-        self.prefix = match.length
-        self.found = None  # its dump is the history's size: not kept through the call
-        key = CONVERSATION_KEYS[self.harness.name]
-        self.rollout.log.append(
-            EventKind.MODEL_REQUEST,
-            {
-                "intercept_id": self.intercept.id,
-                "route": self.harness.path.removeprefix("/v1/").replace("/", "."),
-                "dialect": self.harness.name,
-                "upstream_dialect": self.upstream_name,
-                "stream": self.stream,
-                "prefix_digest": match.digest,
-                "prefix_messages": match.length,
-                "messages": found.messages[match.length :],
-                "params": {k: v for k, v in self.body.items() if k != key},
-                "rewrites": [] if sent is None else sent.rewrites,
-                **({} if self.replica is None else {"replica": self.replica}),
-                **self._retry_fields(),
-                **({} if sent is None else sent.record),
-                **({"sent": False} if refused else {}),
-            },
-        )
-        if sent is not None:
-            self.stats.record_rewrites(sent.rewrites)
-
-    def _retry_fields(self) -> dict[str, Any]:
-        lookup, out = self.lookup, dict[str, Any]()
-        if lookup.retry_count:
-            out["retry_count"] = lookup.retry_count
-        if lookup.retry_of is not None:
-            out["retry_of"] = lookup.retry_of
-        return out
+    # -- end -----------------------------------------------------------------------
 
     def record_delivered(self) -> bool:
         """Record the answer of a stream whose last event the harness was sent when it
@@ -396,47 +300,6 @@ class ModelCall:
         self.record_reply(reply, relay.recorded())
         self.outcome.delivered = True
         return True
-
-    def record_response(self, status: int, recorded: dict[str, Any]) -> None:
-        """The response event, and the counters its usage goes to."""
-        payload: dict[str, Any] = {
-            "intercept_id": self.intercept.id,
-            "status": status,
-            "stream": self.stream,
-            "dialect": self.upstream_name,
-            **recorded,
-            "timing": self._timing(),
-        }
-        self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
-        self.answered, self.outcome.answered = payload, True
-        self.stats.record_response(payload["usage"], payload.get("tokens"))
-        self.rollout.add_usage(payload["usage"])
-
-    def record_error(self, err: RolltapError) -> None:
-        """The error event, after the request event (written now if the call ended
-        before its request was made: no call leaves an error alone)."""
-        self.flush_request()
-        if not self.requested:
-            self.record_request(None, refused=True)
-        payload: dict[str, Any] = {
-            "intercept_id": self.intercept.id,
-            **err.to_dict(),
-            "stream": self.stream,
-            "timing": self._timing(),
-        }
-        if isinstance(err, UpstreamStatusError):
-            payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
-        self.rollout.log.append(EventKind.MODEL_ERROR, payload)
-        self.outcome.error_status = http_status_of(err)
-        self.stats.record_error(err.code)
-
-    def _timing(self) -> dict[str, float | None]:
-        t0 = self.intercept.started
-        return {
-            "ttfb_ms": _ms(t0, self.t_headers),
-            "ttfc_ms": _ms(t0, self.t_first),
-            "total_ms": _ms(t0, time.perf_counter()),
-        }
 
     async def fail(self, err: RolltapError) -> web.StreamResponse:
         """Record ``err`` and deliver it: a response, or an in-band event mid-stream."""
@@ -459,7 +322,3 @@ def _canonical(dialect: Dialect, body: dict[str, Any], path: Path) -> Response |
         if path.translate:
             raise
         return None
-
-
-def _ms(t0: float, t: float | None) -> float | None:
-    return None if t is None else round((t - t0) * 1000.0, 3)

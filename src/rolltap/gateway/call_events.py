@@ -1,0 +1,192 @@
+"""What one model call writes to its rollout's log, and the counters that go with it.
+
+Every call writes its request event first: once, deferred until the request is on its way
+(:meth:`CallEvents.defer_request`), or at once when the call ends before it was made
+(``"sent": false``). Then one of: its response event (the upstream's answer, its usage
+counted), a replayed answer's (an SDK retry's, :meth:`CallEvents.record_replayed`), or its
+error event. Each carries the call's timing from the intercept's start.
+
+:class:`~rolltap.gateway.call.ModelCall` is a :class:`CallEvents`: the steps that call the
+upstream and deliver its answer, on top of what records them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rolltap.clients.upstream import Reply, UpstreamRequest
+from rolltap.dialects.registry import Dialect
+from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
+from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome
+from rolltap.gateway.rollout import Intercept, Rollout
+from rolltap.gateway.stats import GatewayStats
+from rolltap.store.events import EventKind
+
+__all__ = ["CallEvents"]
+
+_MAX_ERROR_BODY = 4096
+
+
+class CallEvents:
+    """The events of one intercepted model call, and the state they are made from."""
+
+    __slots__ = (
+        "answered", "body", "found", "harness", "intercept", "lookup", "outcome", "pending",
+        "prefix", "replica", "requested", "rollout", "stats", "stream", "t_first",
+        "t_headers", "upstream_name",
+    )  # fmt: skip
+
+    def __init__(
+        self, rollout: Rollout, intercept: Intercept, harness: Dialect, body: dict[str, Any],
+        stats: GatewayStats, *, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
+    ) -> None:  # fmt: skip
+        self.rollout, self.intercept, self.harness = rollout, intercept, harness
+        self.body, self.stats = body, stats
+        self.stream = bool(body.get("stream"))
+        #: what the events name as the upstream dialect
+        self.upstream_name: str = rollout.upstream.name
+        #: whether this call is an SDK retry, of which call, with an answer to replay
+        self.lookup, self.outcome = lookup, Outcome(intercept.id)
+        #: what the rollout's conversations knew of the body when it was validated
+        self.found = found
+        #: leading messages of the body the rollout sent before (the index's match)
+        self.prefix = 0
+        #: the ``model_response`` payload once recorded
+        self.answered: dict[str, Any] | None = None
+        #: when the upstream's headers and its first chunk arrived (set by delivery)
+        self.t_headers: float | None = None
+        self.t_first: float | None = None
+        #: the replica's label, on an endpoint with replicas
+        self.replica: str | None = None
+        #: the request sent, while its event is still to be written
+        self.pending: UpstreamRequest | None = None
+        #: whether the request event is written
+        self.requested = False
+
+    def defer_request(self, sent: UpstreamRequest) -> None:
+        """Write the request event at the loop's next turn: by then the request is being
+        sent (the upstream call has started and waits on the network), so the work is
+        done while the upstream works. :meth:`flush_request` writes it at once if the
+        call got further, or failed, first."""
+        self.pending = sent
+        asyncio.get_running_loop().call_soon(self.flush_request)
+
+    def flush_request(self) -> None:
+        """Write the request event if it is still to be written (once; before any
+        other event of the call)."""
+        if self.pending is not None:
+            self.record_request(self.pending)
+            self.pending = None
+
+    def record_request(self, sent: UpstreamRequest | None, *, refused: bool = False) -> None:
+        """The request event: what the harness sent, past the prefix already recorded
+        (``sent`` None: nothing is sent, a retry is replayed, or the call was ``refused``
+        before its request was made)."""
+        self.requested = True
+        conversations, found = self.rollout.conversations, self.found
+        if found is None:
+            found = conversations.find(conversation_of(self.harness.name, self.body))
+        match = conversations.remember(found, self.harness.name)
+        self.prefix = match.length
+        self.found = None  # its dump is the history's size: not kept through the call
+        key = CONVERSATION_KEYS[self.harness.name]
+        self.rollout.log.append(
+            EventKind.MODEL_REQUEST,
+            {
+                "intercept_id": self.intercept.id,
+                "route": self.harness.path.removeprefix("/v1/").replace("/", "."),
+                "dialect": self.harness.name,
+                "upstream_dialect": self.upstream_name,
+                "stream": self.stream,
+                "prefix_digest": match.digest,
+                "prefix_messages": match.length,
+                "messages": found.messages[match.length :],
+                "params": {k: v for k, v in self.body.items() if k != key},
+                "rewrites": [] if sent is None else sent.rewrites,
+                **({} if self.replica is None else {"replica": self.replica}),
+                **self._retry_fields(),
+                **({} if sent is None else sent.record),
+                **({"sent": False} if refused else {}),
+            },
+        )
+        if sent is not None:
+            self.stats.record_rewrites(sent.rewrites)
+
+    def _retry_fields(self) -> dict[str, Any]:
+        lookup, out = self.lookup, dict[str, Any]()
+        if lookup.retry_count:
+            out["retry_count"] = lookup.retry_count
+        if lookup.retry_of is not None:
+            out["retry_of"] = lookup.retry_of
+        return out
+
+    def record_reply(self, reply: Reply, recorded: dict[str, Any]) -> None:
+        """The response event of ``reply``, its server-side ids checked for drift first."""
+        if reply.capture is not None:
+            conversation = conversation_of(self.harness.name, self.body)
+            reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
+        self.record_response(reply.status, recorded)
+
+    def record_response(self, status: int, recorded: dict[str, Any]) -> None:
+        """The response event, and the counters its usage goes to."""
+        payload: dict[str, Any] = {
+            "intercept_id": self.intercept.id,
+            "status": status,
+            "stream": self.stream,
+            "dialect": self.upstream_name,
+            **recorded,
+            "timing": self._timing(),
+        }
+        self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
+        self.answered, self.outcome.answered = payload, True
+        self.stats.record_response(payload["usage"], payload.get("tokens"))
+        self.rollout.add_usage(payload["usage"])
+
+    def record_replayed(self, answer: Answer) -> None:
+        """The request and response events of an SDK retry answered from ``answer``, its
+        original call's: no second token record, nor usage counted twice."""
+        self.t_headers = self.t_first = time.perf_counter()
+        self.record_request(None)
+        self.rollout.log.append(
+            EventKind.MODEL_RESPONSE,
+            {
+                "intercept_id": self.intercept.id, "status": answer.status,
+                "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
+                "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
+                "timing": self._timing(),
+            },
+        )  # fmt: skip
+        self.stats.replays += 1
+
+    def record_error(self, err: RolltapError) -> None:
+        """The error event, after the request event (written now if the call ended
+        before its request was made: no call leaves an error alone)."""
+        self.flush_request()
+        if not self.requested:
+            self.record_request(None, refused=True)
+        payload: dict[str, Any] = {
+            "intercept_id": self.intercept.id,
+            **err.to_dict(),
+            "stream": self.stream,
+            "timing": self._timing(),
+        }
+        if isinstance(err, UpstreamStatusError):
+            payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+        self.rollout.log.append(EventKind.MODEL_ERROR, payload)
+        self.outcome.error_status = http_status_of(err)
+        self.stats.record_error(err.code)
+
+    def _timing(self) -> dict[str, float | None]:
+        t0 = self.intercept.started
+        return {
+            "ttfb_ms": _ms(t0, self.t_headers),
+            "ttfc_ms": _ms(t0, self.t_first),
+            "total_ms": _ms(t0, time.perf_counter()),
+        }
+
+
+def _ms(t0: float, t: float | None) -> float | None:
+    return None if t is None else round((t - t0) * 1000.0, 3)
