@@ -290,14 +290,18 @@ class ModelCall(CallEvents):
     # -- end -----------------------------------------------------------------------
 
     def record_delivered(self) -> bool:
-        """Record the answer of a stream whose last event the harness was sent when it
-        went away before the upstream's stream closed (an agent stops reading at
-        ``response.completed`` or ``message_stop``): it had the whole answer. False when
-        there is no such answer to record."""
-        if self.relayed is None or self.answered is not None:
+        """Whether the harness had the whole answer when it went away, its response
+        recorded: an agent stops reading at ``response.completed`` or ``message_stop`` and
+        hangs up, maybe before the upstream's stream has closed (then the answer is
+        recorded here) or before the gateway has ended its own stream (recorded already).
+        False when it did not: a body is delivered only once :meth:`finish` wrote it."""
+        if self.answered is None:
+            if self.relayed is None:
+                return False
+            reply, relay = self.relayed
+            self.record_reply(reply, relay.recorded())
+        elif self.response is None:  # no event stream: the body went unwritten
             return False
-        reply, relay = self.relayed
-        self.record_reply(reply, relay.recorded())
         self.outcome.delivered = True
         return True
 
