@@ -90,4 +90,5 @@ async def sim_process(script: dict[str, Any], directory: Path) -> AsyncIterator[
     finally:
         if proc.returncode is None:
             proc.terminate()
-        await proc.wait()
+        # read to the end, or its pipe outlives the test and warns when collected
+        await proc.communicate()
