@@ -37,6 +37,8 @@ OUTPUT_LIMIT = 64 * 1024
 #: the longest line handed to a line reader (an agent's JSON event); the rest is dropped
 LINE_LIMIT = 16 * 1024 * 1024
 _CHUNK = 16 * 1024
+#: how long a killed process's exit and the end of its pipes are waited for
+_REAP_S = 5.0
 
 
 @dataclass(slots=True)
@@ -154,7 +156,19 @@ async def run_process(
     finally:
         _kill_tree(process)
         release(process.pid)
+        if process.returncode is None:
+            await _reap(process)
     return returncode
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Wait for a process killed mid-run (its rollout cancelled) and read its pipes to
+    their end: else it stays a zombie and its two pipes stay open, per cancelled rollout,
+    for as long as the worker runs. Bounded: a descendant that escaped the kill may still
+    hold a pipe."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_REAP_S):
+            await process.communicate()
 
 
 def record_output(log: EventLog, output: ProcessOutput, *, stdout: bool = True) -> None:
