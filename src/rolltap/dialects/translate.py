@@ -29,7 +29,7 @@ from rolltap.dialects import (
     _responses_parse,
     _responses_render,
 )
-from rolltap.dialects._drops import Dropped, Sink, Unsupported
+from rolltap.dialects._drops import Dropped, Sink, Unsupported, general
 from rolltap.dialects.allowlist import ROWS
 from rolltap.dialects.canonical import Request
 from rolltap.errors import ConfigError
@@ -42,6 +42,7 @@ __all__ = [
     "canonical_request",
     "check_unsupported",
     "dropped_headers",
+    "general",
     "translate_request",
 ]
 

@@ -6,7 +6,6 @@ only when scraped, so metrics cost nothing per call.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,21 +15,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rolltap.dialects.translate import general
+
 __all__ = ["MAX_DROPPED_FIELDS", "GatewayStats", "dropped_field", "render_metrics"]
 
 #: distinct dropped fields counted by name; any further one is counted as ``other`` (a
 #: harness may send fields of any name: the metric's labels must stay bounded)
 MAX_DROPPED_FIELDS = 256
-_INDEX = re.compile(r"\[\d+\]")
-
-
-def dropped_field(path: str) -> str:
-    """A dropped field's name for the counters: its path less list positions.
-
-    >>> dropped_field("messages[3].content[0].cache_control")
-    'messages[].content[].cache_control'
-    """
-    return _INDEX.sub("[]", path)
+#: a dropped field's name for the counters: its path less list positions (translations
+#: record it so already; an upstream of another kind may not)
+dropped_field = general
 
 
 @dataclass(slots=True)
