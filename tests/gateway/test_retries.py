@@ -145,27 +145,6 @@ async def test_a_keyed_stream_is_replayed_as_a_stream(
     assert log[-1]["payload"]["stream"] is True
 
 
-async def test_sdk_retries_of_a_failing_call_are_linked_each_to_the_one_before(
-    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
-) -> None:
-    rollout = await register(http, gateway)
-    async with openai_client(
-        rollout, max_retries=2, default_headers={"x-sim-fault": "status=500"}
-    ) as client:
-        with pytest.raises(openai.InternalServerError):
-            await client.chat.completions.create(
-                messages=MESSAGES, model="sim-model", max_tokens=4,
-            )  # fmt: skip
-    assert sim.stats.requests == 3  # each retry reached the upstream: nothing to replay
-    log = await events(http, gateway, rollout["id"])
-    requests = [e["payload"] for e in log if e["kind"] == "model_request"]
-    ids = [r["intercept_id"] for r in requests]
-    assert [(r.get("retry_count"), r.get("retry_of")) for r in requests] == [
-        (None, None), (1, ids[0]), (2, ids[1]),
-    ]  # fmt: skip
-    assert _kinds(log) == ["model_request", "model_error"] * 3
-
-
 def _linked(log: list[dict[str, Any]]) -> list[tuple[int | None, str | None]]:
     """Each ``model_request``'s (``retry_count``, ``retry_of``), ``retry_of`` written as the
     index of the request it names."""
@@ -175,20 +154,21 @@ def _linked(log: list[dict[str, Any]]) -> list[tuple[int | None, str | None]]:
             for r in requests]  # fmt: skip
 
 
-async def test_the_first_sdk_retry_is_linked_when_the_upstream_rewrote_the_body(
-    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+@pytest.mark.parametrize("model", ["sim-model", "gpt-4o-mini"])
+async def test_sdk_retries_of_a_failing_call_are_linked_each_to_the_one_before(
+    model: str, gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
 ) -> None:
-    # the harness names its own model: the relay rewrites the body in place (model ->
-    # sim-model) before the first attempt fails, yet its retry sends the body as it was
+    # gpt-4o-mini: the relay rewrites the body in place (model -> sim-model) before the
+    # first attempt fails, yet its retry sends the body as it was
     rollout = await register(http, gateway)
     async with openai_client(
         rollout, max_retries=2, default_headers={"x-sim-fault": "status=500"}
     ) as client:
         with pytest.raises(openai.InternalServerError):
             await client.chat.completions.create(
-                messages=MESSAGES, model="gpt-4o-mini", max_tokens=4,
+                messages=MESSAGES, model=model, max_tokens=4,
             )  # fmt: skip
-    assert sim.stats.requests == 3
+    assert sim.stats.requests == 3  # each retry reached the upstream: nothing to replay
     log = await events(http, gateway, rollout["id"])
     assert _kinds(log) == ["model_request", "model_error"] * 3
     assert _linked(log) == [(None, None), (1, 0), (2, 1)]
