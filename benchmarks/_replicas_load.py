@@ -26,8 +26,9 @@ from aiohttp import web
 from rolltap.clients.replicas import ReplicaSet, routing_headers
 from rolltap.sim import SimConfig
 from rolltap.sim.chat import prompt_for
-from rolltap.sim.content import WORDS, answer_for
+from rolltap.sim.content import answer_for
 from rolltap.sim.prefix import conversation_tokens, prompt_blocks
+from rolltap.sim.words import WORDS
 
 __all__ = [
     "SYSTEM",

@@ -28,7 +28,7 @@ from _procs import running
 from aiohttp import web
 
 from rolltap.sim import SimConfig, Simulator
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 
 __all__ = ["FOLD", "Latency", "upstream_process"]
 

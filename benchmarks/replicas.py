@@ -58,10 +58,10 @@ from _replicas_load import (
 
 from rolltap.clients.replicas import ReplicaSet
 from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.events import EventLog
 from rolltap.gateway import Gateway
 from rolltap.gateway.pinning import ReplicaPin
 from rolltap.sim import SimConfig, Simulator
-from rolltap.store.events import EventLog
 
 REPLICAS = 3
 COMPLETION_TOKENS = 32

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import orjson
 from hypothesis import strategies as st
 
-from rolltap.dialects import anthropic_messages, chat_canonical, openai_responses
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -28,6 +27,9 @@ from rolltap.dialects.canonical import (
     ToolChoice,
     ToolResult,
 )
+from rolltap.dialects.chat import dialect as chat_canonical
+from rolltap.dialects.messages import dialect as anthropic_messages
+from rolltap.dialects.responses import dialect as openai_responses
 
 MODULES: dict[str, Any] = {
     "chat": chat_canonical,

@@ -1,5 +1,5 @@
 """Single edits of a request body, for the tests of the validators' shortcuts
-(``plainly_valid`` of :mod:`rolltap.dialects._chat_plain`, ``_messages_plain`` and
+(``plainly_valid`` of :mod:`rolltap.dialects.chat.plain`, ``_messages_plain`` and
 ``_responses_plain``), and the check that what is not plain is still refused by name.
 
 A shortcut is sound when every body it calls plain passes the parse; these edits put a

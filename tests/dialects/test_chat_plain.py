@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dialects.plainkit import refused_field, single_edits
-from rolltap.dialects._chat_parse import parse_request_body
-from rolltap.dialects._chat_plain import plainly_valid
-from rolltap.dialects.chat_canonical import validate_body
-from rolltap.dialects.openai_chat import check_request
+from rolltap.dialects.chat.check import check_request
+from rolltap.dialects.chat.dialect import validate_body
+from rolltap.dialects.chat.parse import parse_request_body
+from rolltap.dialects.chat.plain import plainly_valid
 from rolltap.errors import InvalidRequestError
 
 _JUNK = [None, 0, 1.5, True, "x", [], {}, [1], {"a": 1}, "image_url", "custom", "function"]

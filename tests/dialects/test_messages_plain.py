@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dialects.plainkit import refused_field, single_edits
-from rolltap.dialects import anthropic_messages
-from rolltap.dialects._messages_parse import parse_request_body
-from rolltap.dialects._messages_plain import plainly_valid
-from rolltap.dialects.anthropic_messages import validate_body
+from rolltap.dialects.messages import dialect as anthropic_messages
+from rolltap.dialects.messages.dialect import validate_body
+from rolltap.dialects.messages.parse import parse_request_body
+from rolltap.dialects.messages.plain import plainly_valid
 from rolltap.errors import InvalidRequestError
 
 _JUNK = [

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dialects.plainkit import refused_field, single_edits
-from rolltap.dialects import openai_responses
-from rolltap.dialects._responses_parse import parse_request_body
-from rolltap.dialects._responses_plain import plainly_valid
-from rolltap.dialects.openai_responses import validate_body
+from rolltap.dialects.responses import dialect as openai_responses
+from rolltap.dialects.responses.dialect import validate_body
+from rolltap.dialects.responses.parse import parse_request_body
+from rolltap.dialects.responses.plain import plainly_valid
 
 _JUNK = [None, 0, 1.5, True, "x", [], {}, [1], {"a": 1},
          "message", "function", "input_image", "refusal", "assistant"]  # fmt: skip

@@ -11,9 +11,11 @@ import orjson
 import pytest
 
 from dialects.agentkit import AGENTS, DIALECTS, PAIRS, captured, remove
-from rolltap.dialects import _chat_parse, _messages_parse, _responses_parse
 from rolltap.dialects.allowlist import ROWS, Level, lookup, markdown
+from rolltap.dialects.chat import parse as _chat_parse
+from rolltap.dialects.messages import parse as _messages_parse
 from rolltap.dialects.registry import get_dialect
+from rolltap.dialects.responses import parse as _responses_parse
 from rolltap.dialects.translate import translate_request
 from rolltap.errors import InvalidRequestError
 

@@ -8,9 +8,6 @@ from typing import Any
 import orjson
 import pytest
 
-from rolltap.dialects import anthropic_messages as messages
-from rolltap.dialects import chat_canonical as chat
-from rolltap.dialects import openai_responses as responses
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -20,6 +17,9 @@ from rolltap.dialects.canonical import (
     ToolChoice,
     ToolResult,
 )
+from rolltap.dialects.chat import dialect as chat
+from rolltap.dialects.messages import dialect as messages
+from rolltap.dialects.responses import dialect as responses
 from rolltap.errors import InvalidRequestError
 
 PNG = "iVBORw0KGgo="

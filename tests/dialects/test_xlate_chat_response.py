@@ -9,11 +9,11 @@ import openai.types.chat
 import orjson
 import pytest
 
-from rolltap.dialects import chat_canonical as chat
 from rolltap.dialects.canonical import (
     Reasoning,
     Text,
 )
+from rolltap.dialects.chat import dialect as chat
 from rolltap.errors import UpstreamProtocolError
 
 VLLM_RESPONSE: dict[str, Any] = {

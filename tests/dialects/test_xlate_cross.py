@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rolltap.dialects import anthropic_messages as messages
-from rolltap.dialects import chat_canonical as chat
-from rolltap.dialects import openai_responses as responses
 from rolltap.dialects.canonical import Image, Message, Request, Text, ToolCall, ToolResult
+from rolltap.dialects.chat import dialect as chat
+from rolltap.dialects.messages import dialect as messages
+from rolltap.dialects.responses import dialect as responses
 from rolltap.errors import InvalidRequestError
 
 

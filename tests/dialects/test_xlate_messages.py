@@ -8,8 +8,6 @@ from typing import Any
 import orjson
 import pytest
 
-from rolltap.dialects import anthropic_messages as messages
-from rolltap.dialects import chat_canonical as chat
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -20,6 +18,8 @@ from rolltap.dialects.canonical import (
     ToolChoice,
     ToolResult,
 )
+from rolltap.dialects.chat import dialect as chat
+from rolltap.dialects.messages import dialect as messages
 from rolltap.errors import InvalidRequestError
 
 CACHE = {"type": "ephemeral"}

@@ -8,8 +8,6 @@ from typing import Any
 import anthropic.types
 import pytest
 
-from rolltap.dialects import anthropic_messages as messages
-from rolltap.dialects import chat_canonical as chat
 from rolltap.dialects.canonical import (
     Image,
     Message,
@@ -19,6 +17,8 @@ from rolltap.dialects.canonical import (
     Tool,
     ToolCall,
 )
+from rolltap.dialects.chat import dialect as chat
+from rolltap.dialects.messages import dialect as messages
 from rolltap.errors import UpstreamProtocolError
 
 RESPONSE: dict[str, Any] = {

@@ -9,8 +9,10 @@ import anthropic.types
 import orjson
 import pytest
 
-from rolltap.dialects import anthropic_messages, chat_canonical, openai_responses
+from rolltap.dialects.chat import dialect as chat_canonical
+from rolltap.dialects.messages import dialect as anthropic_messages
 from rolltap.dialects.registry import DIALECTS, get_dialect
+from rolltap.dialects.responses import dialect as openai_responses
 from rolltap.errors import (
     AuthenticationError,
     BodyTooLargeError,

@@ -21,7 +21,7 @@ import openai
 import pytest
 from aiohttp import web
 
-from dialects_stream.streamkit import SCENARIOS, upstream
+from dialects.streams.streamkit import SCENARIOS, upstream
 from gateway.dialect_drivers import Driver, driver
 from helpers import ADMIN_TOKEN, register
 from rolltap.config import EndpointConfig, GatewaySettings

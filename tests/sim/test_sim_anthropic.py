@@ -13,7 +13,7 @@ import pytest
 from anthropic.types import MessageParam, TextBlock, ToolParam, ToolUseBlock
 
 from rolltap.sim import Simulator
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 from sim.simkit import messages_body, read_named_events
 
 USER: list[MessageParam] = [{"role": "user", "content": "Say something."}]

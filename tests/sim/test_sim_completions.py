@@ -12,8 +12,8 @@ import pytest
 from openai.types import Completion
 
 from rolltap.sim import SimConfig, Simulator
-from rolltap.sim.content import WORDS
 from rolltap.sim.vocab import VOCAB
+from rolltap.sim.words import WORDS
 from sim.simkit import completions_body, json_events, prompt_ids, read_events
 
 IDS = prompt_ids()

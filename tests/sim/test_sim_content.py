@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from rolltap.sim import SimConfig
 from rolltap.sim.chat import CHAT, prompt_for
-from rolltap.sim.content import WORDS, BadRequest, answer_for, tool_arguments
+from rolltap.sim.content import BadRequest, answer_for, tool_arguments
+from rolltap.sim.words import WORDS
 
 _SCALAR = st.none() | st.booleans() | st.integers(-5, 2**63 - 1) | st.floats() | st.text(max_size=8)
 _JSON = st.recursive(

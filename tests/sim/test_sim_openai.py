@@ -10,7 +10,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 from rolltap.sim import Simulator
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something."}]
 TOOLS: list[ChatCompletionToolParam] = [

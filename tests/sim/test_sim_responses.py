@@ -16,7 +16,7 @@ from openai.types.responses import (
 )
 
 from rolltap.sim import Simulator
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 from sim.simkit import read_named_events, responses_body
 
 TOOLS: list[FunctionToolParam] = [

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from rolltap.sim import SimConfig, Simulator
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 from sim.simkit import chat_body, messages_body, read_named_events, responses_body
 
 DIALECTS = ("chat", "messages", "responses")

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from rolltap.sim import SimConfig, Simulator
 from rolltap.sim.completions import COMPLETIONS
 from rolltap.sim.completions_in import TokenPrompt, answer_tokens, text_pieces
-from rolltap.sim.content import WORDS, BadRequest
+from rolltap.sim.content import BadRequest
 from rolltap.sim.llamacpp import LLAMACPP
 from rolltap.sim.vocab import SPECIAL_TOKENS, VOCAB
+from rolltap.sim.words import WORDS
 from sim.simkit import llamacpp_body, prompt_ids, read_events
 
 _IDS = st.lists(st.integers(0, len(VOCAB) - 1), min_size=1, max_size=40)

@@ -38,7 +38,7 @@ from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Reasoning, Request, Response, Tool
-from rolltap.dialects.chat_canonical import response_from_canonical as chat_response
+from rolltap.dialects.chat.dialect import response_from_canonical as chat_response
 from rolltap.dialects.registry import get_dialect
 from rolltap.dialects.translate import Dropped, canonical_request
 from rolltap.errors import TokenizerError

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 from rolltap.clients.capture import ServerCapture
-from rolltap.dialects.canonical import Response
-from rolltap.dialects.registry import Dialect
+from rolltap.dialects.canonical import Dialect, Response
 from rolltap.errors import UpstreamStatusError
 
 __all__ = [

@@ -27,8 +27,13 @@ Text(text='hi', extra={})
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    # only named in annotations: the canonical model loads nothing but itself
+    from rolltap.errors import RolltapError
 
 __all__ = [
     "STOP_REASONS",
@@ -36,6 +41,8 @@ __all__ = [
     "BlockKind",
     "BlockStart",
     "BlockStop",
+    "Dialect",
+    "DialectName",
     "Image",
     "Message",
     "Part",
@@ -247,3 +254,24 @@ class StreamEnd:
 
 
 StreamEvent = StreamStart | BlockStart | BlockDelta | BlockStop | StreamEnd
+
+
+# The seam every dialect folder implements (its ``__init__`` exposes ``DIALECT``).
+DialectName = Literal["chat", "messages", "responses"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """One wire dialect: where its upstream listens and how its bodies translate."""
+
+    name: DialectName
+    path: str
+    validate_request: Callable[[bytes], dict[str, Any]]
+    #: validate a parsed body past its first N conversation items (validated before)
+    validate_body: Callable[[dict[str, Any], int], dict[str, Any]]
+    to_canonical: Callable[[dict[str, Any]], Request]
+    from_canonical: Callable[[Request], dict[str, Any]]
+    response_to_canonical: Callable[[dict[str, Any]], Response]
+    response_from_canonical: Callable[[Response], dict[str, Any]]
+    error_body: Callable[[RolltapError], bytes]
+    upstream_error_detail: Callable[[bytes], dict[str, Any] | None]

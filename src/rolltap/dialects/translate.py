@@ -21,17 +21,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from rolltap.dialects import (
-    _chat_parse,
-    _chat_render,
-    _messages_parse,
-    _messages_render,
-    _responses_parse,
-    _responses_render,
-)
 from rolltap.dialects._drops import Dropped, Sink, Unsupported, general
 from rolltap.dialects.allowlist import ROWS
 from rolltap.dialects.canonical import Request
+from rolltap.dialects.chat import parse as chat_parse
+from rolltap.dialects.chat import render as chat_render
+from rolltap.dialects.messages import parse as messages_parse
+from rolltap.dialects.messages import render as messages_render
+from rolltap.dialects.responses import parse as responses_parse
+from rolltap.dialects.responses import render as responses_render
 from rolltap.errors import ConfigError
 
 __all__ = [
@@ -53,16 +51,16 @@ _Parse = Callable[..., Request]
 _Render = Callable[[Request, Sink], dict[str, Any]]
 _PARSE: Mapping[str, _Parse] = MappingProxyType(
     {
-        "chat": _chat_parse.parse_request_body,
-        "messages": _messages_parse.parse_request_body,
-        "responses": _responses_parse.parse_request_body,
+        "chat": chat_parse.parse_request_body,
+        "messages": messages_parse.parse_request_body,
+        "responses": responses_parse.parse_request_body,
     }
 )
 _RENDER: Mapping[str, _Render] = MappingProxyType(
     {
-        "chat": _chat_render.render_request,
-        "messages": _messages_render.render_request,
-        "responses": _responses_render.render_request,
+        "chat": chat_render.render_request,
+        "messages": messages_render.render_request,
+        "responses": responses_render.render_request,
     }
 )
 
@@ -112,9 +110,9 @@ def canonical_request(
     dropped); the templates read no extras.
     """
     if source == "chat":
-        return _chat_parse.parse_request_body(body), []
+        return chat_parse.parse_request_body(body), []
     chat = translate_request(body, source, "chat", unsupported=unsupported)
-    return _chat_parse.parse_request_body(chat.body), chat.dropped
+    return chat_parse.parse_request_body(chat.body), chat.dropped
 
 
 def _header_rows(source: str, target: str) -> list[tuple[str, str]]:

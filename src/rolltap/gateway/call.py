@@ -42,8 +42,7 @@ import orjson
 from aiohttp import web
 
 from rolltap.clients.upstream import ModelRequest, Reply, status_error
-from rolltap.dialects.canonical import Response
-from rolltap.dialects.registry import Dialect
+from rolltap.dialects.canonical import Dialect, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError
 from rolltap.gateway.call_events import CallEvents

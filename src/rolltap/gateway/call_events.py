@@ -17,13 +17,13 @@ import time
 from typing import Any
 
 from rolltap.clients.upstream import Reply, UpstreamRequest
-from rolltap.dialects.registry import Dialect
+from rolltap.dialects.canonical import Dialect
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
+from rolltap.events import EventKind
 from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
-from rolltap.store.events import EventKind
 
 __all__ = ["CallEvents"]
 

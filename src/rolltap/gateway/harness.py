@@ -21,7 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
-from rolltap.dialects.registry import Dialect, get_dialect
+from rolltap.dialects.canonical import Dialect
+from rolltap.dialects.registry import get_dialect
 from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.context import GatewayContext

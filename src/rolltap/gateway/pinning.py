@@ -23,8 +23,8 @@ from rolltap.clients.relay import RelayClient
 from rolltap.clients.replicas import ReplicaSet, replica_label
 from rolltap.clients.upstream import Upstream
 from rolltap.config import EndpointConfig
+from rolltap.events import EventKind, EventLog
 from rolltap.pool import Lease
-from rolltap.store.events import EventKind, EventLog
 
 __all__ = ["Borrow", "EndpointReplicas", "Pinned", "ReplicaPin"]
 

@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolltap.dialects.registry import Dialect
+from rolltap.dialects.canonical import Dialect
 from rolltap.errors import AuthRateLimitedError, InvalidRequestError, RolltapError
+from rolltap.events import EventKind
 from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
 from rolltap.gateway.replay import retry_count_of
 from rolltap.gateway.rollout import Rollout
 from rolltap.http.json_body import check_depth
-from rolltap.store.events import EventKind
 
 __all__ = ["Arrival"]
 

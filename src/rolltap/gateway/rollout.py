@@ -18,14 +18,13 @@ from rolltap.errors import (
     RolloutClosedError,
     RolltapError,
 )
+from rolltap.events import ID_LENGTH, EventLog
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.pinning import ReplicaPin
 from rolltap.gateway.replay import ReplayBook
 from rolltap.http.auth import tokens_match
 from rolltap.pool import Lease
-from rolltap.store.events import EventLog
-from rolltap.store.schema import ID_LENGTH
 
 __all__ = [
     "SESSION_KEY", "Host", "Intercept", "Rollout", "new_rollout_id", "new_secret",

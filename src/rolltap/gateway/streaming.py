@@ -31,6 +31,7 @@ from rolltap.dialects.canonical import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    Dialect,
     Reasoning,
     Response,
     StreamEnd,
@@ -39,7 +40,6 @@ from rolltap.dialects.canonical import (
     ToolCall,
     Usage,
 )
-from rolltap.dialects.registry import Dialect
 from rolltap.dialects.sse import SSEEvent, SSESplitter, encode_data
 from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser
 from rolltap.errors import UpstreamProtocolError

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolltap.clients.upstream import Answer
-from rolltap.dialects._chat_response import openai_usage_dict
 from rolltap.dialects.canonical import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    Dialect,
     Reasoning,
     Response,
     StreamEnd,
@@ -33,7 +33,7 @@ from rolltap.dialects.canonical import (
     ToolCall,
     Usage,
 )
-from rolltap.dialects.registry import Dialect
+from rolltap.dialects.chat.response import openai_usage_dict
 from rolltap.dialects.stops import CHAT_OUT
 
 __all__ = [

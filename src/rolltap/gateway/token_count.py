@@ -3,7 +3,7 @@
 
 A Messages upstream counts (the request is relayed with the endpoint's ``model``); no
 other dialect can, so the gateway estimates
-(:func:`~rolltap.dialects.anthropic_messages.estimate_tokens`) and flags the answer with
+(:func:`~rolltap.dialects.messages.dialect.estimate_tokens`) and flags the answer with
 ``x-rolltap-token-count: estimate``. A count holds an intercept like a model call
 (unregistering the rollout answers it ``rollout_closed``), but it is not a turn: no limit
 counts it, and its messages do not enter the rollout's conversation index, so later request
@@ -20,15 +20,15 @@ import orjson
 from aiohttp import web
 
 from rolltap.clients.relay import relayed_headers
-from rolltap.dialects import anthropic_messages
+from rolltap.dialects.messages import dialect as anthropic_messages
 from rolltap.errors import HarnessDisconnectedError, RolltapError, http_status_of
+from rolltap.events import EventKind
 from rolltap.gateway.conversation import conversation_of
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.http.body import read_body
 from rolltap.http.errors import error_response
 from rolltap.http.json_body import load_json_object
-from rolltap.store.events import EventKind
 
 __all__ = ["ESTIMATE_HEADER", "TokenCount", "count_tokens"]
 

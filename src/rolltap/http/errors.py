@@ -1,7 +1,7 @@
 """rolltap errors as HTTP answers, in whichever error shape the route speaks.
 
 An error shape is a function from a :class:`~rolltap.errors.RolltapError` to the body
-bytes (each dialect has one, e.g. :func:`rolltap.dialects.openai_chat.error_body`);
+bytes (each dialect has one, e.g. :func:`rolltap.dialects.chat.check.error_body`);
 this module knows none of them, so it sits below the dialects. :func:`error_middleware`
 is the one middleware every rolltap application (the gateway's servers, the serve API)
 answers its errors through.

@@ -16,8 +16,16 @@ from typing import Any
 import orjson
 
 from rolltap.clients.completions import CompletionsFlavor, parse_completion
-from rolltap.dialects.canonical import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from rolltap.dialects.registry import DIALECTS, Dialect
+from rolltap.dialects.canonical import (
+    Dialect,
+    Image,
+    Message,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from rolltap.dialects.registry import DIALECTS
 from rolltap.dialects.stops import CHAT_OUT
 from rolltap.errors import RolltapError
 

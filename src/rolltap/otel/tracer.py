@@ -25,10 +25,10 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
 
 from rolltap.config import EndpointConfig
+from rolltap.events import Event, EventKind, EventLog
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.rollout import Rollout
 from rolltap.otel.content import input_attributes, output_attributes
-from rolltap.store.events import Event, EventKind, EventLog
 
 __all__ = ["GatewayTracer"]
 

@@ -27,7 +27,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rolltap.dialects.openai_chat import error_body
+from rolltap.dialects.chat.check import error_body
 from rolltap.errors import InvalidRequestError, RolloutNotFoundError
 from rolltap.http.auth import AuthThrottle, check_bearer
 from rolltap.http.body import read_body

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import orjson
 
 from rolltap.sim.config import SimConfig
-from rolltap.sim.content import WORDS, Answer, Prompt
+from rolltap.sim.content import Answer, Prompt
 from rolltap.sim.prefix import conversation_tokens
 from rolltap.sim.vocab import VOCAB
+from rolltap.sim.words import WORDS
 
 __all__ = ["ChatIds", "chat_ids", "reasoning_of"]
 

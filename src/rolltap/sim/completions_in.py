@@ -32,9 +32,10 @@ from typing import Any, Literal
 import orjson
 
 from rolltap.sim.config import SimConfig
-from rolltap.sim.content import WORDS, BadRequest, tool_arguments
+from rolltap.sim.content import BadRequest, tool_arguments
 from rolltap.sim.prefix import PromptTokens, token_bytes
 from rolltap.sim.vocab import VOCAB
+from rolltap.sim.words import WORDS
 
 __all__ = [
     "MAX_LOGPROBS",

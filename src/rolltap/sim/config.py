@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rolltap.errors import ConfigError
 from rolltap.sim.script import Script, load_script, parse_script
+from rolltap.sim.vocab import VOCAB
 
 __all__ = ["FAULT_KINDS", "FaultKind", "FaultSpec", "SimConfig", "parse_fault"]
 
@@ -200,9 +201,6 @@ class SimConfig(BaseModel):
     @field_validator("tool_marker")
     @classmethod
     def _check_marker(cls, value: str | None) -> str | None:
-        # Imported here: the vocabulary imports the content module, which imports this one.
-        from rolltap.sim.vocab import VOCAB
-
         if value is not None and VOCAB.id_of(value) is None:
             raise ValueError(f"tool_marker {value!r} is not a token of the simulator's vocabulary")
         return value

@@ -30,7 +30,7 @@ import codecs
 import re
 from collections.abc import Iterable
 
-from rolltap.sim.content import WORDS
+from rolltap.sim.words import WORDS
 
 __all__ = ["CONTROL_TOKENS", "SPECIAL_TOKENS", "VOCAB", "Vocab"]
 

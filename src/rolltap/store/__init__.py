@@ -7,6 +7,7 @@
 ...         await store.commit(session.id, log, status="completed", reward=1.0)
 """
 
+from rolltap.events import FORMAT_VERSION, Event, EventKind, EventLog, LogSnapshot
 from rolltap.store.errors import (
     ForkDependencyError,
     SchemaVersionError,
@@ -18,7 +19,6 @@ from rolltap.store.errors import (
     StoreUnavailableError,
     StoreValidationError,
 )
-from rolltap.store.events import FORMAT_VERSION, Event, EventKind, EventLog, LogSnapshot
 from rolltap.store.lease import LeaseInfo
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S, LeaseKeeper
 from rolltap.store.migrate import upgrade

@@ -16,8 +16,8 @@ from typing import IO, Any
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from rolltap.events import FORMAT_VERSION, Event, EventLog
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.events import FORMAT_VERSION, Event, EventLog
 from rolltap.store.models import RunInfo, SessionInfo, check_id, check_placement, check_status
 from rolltap.store.reader import fetch_run, fetch_session, iter_event_rows, list_sessions
 from rolltap.store.serialize import event_json, event_rows

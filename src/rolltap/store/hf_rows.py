@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from rolltap.store.events import Event, EventKind
+from rolltap.events import Event, EventKind
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.token_drift import drifts
 from rolltap.store.token_export import Segment, TokenRecordError, TokenTurn, assemble, token_turn

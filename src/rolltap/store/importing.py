@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from rolltap.events import Event, EventLog
 from rolltap.store.errors import StoreConflictError
-from rolltap.store.events import Event, EventLog
 from rolltap.store.models import CommitResult, SessionInfo
 from rolltap.store.serialize import row_event
 

@@ -13,15 +13,12 @@ import logging
 import os
 import socket
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rolltap.errors import StoreError
 from rolltap.store.errors import StoreFencedError
 from rolltap.store.lease import AcquireLeaseOp, LeaseInfo, ReleaseLeaseOp, RenewLeaseOp
 from rolltap.store.ops import WriteOp
-
-if TYPE_CHECKING:
-    from rolltap.store.store import Store
 
 __all__ = ["DEFAULT_LEASE_TTL_S", "RENEW_INTERVAL_S", "LeaseKeeper", "StoreLeases", "owner_name"]
 
@@ -77,6 +74,14 @@ class StoreLeases:
         await self._write(ReleaseLeaseOp(lease))
 
 
+class LeaseHolder(Protocol):
+    """What a :class:`LeaseKeeper` needs of a store: its lease calls (:class:`StoreLeases`)."""
+
+    async def acquire_lease(self, run_id: str, *, owner: str, ttl_s: float) -> LeaseInfo: ...
+    async def renew_lease(self, lease: LeaseInfo) -> float: ...
+    async def release_lease(self, lease: LeaseInfo) -> None: ...
+
+
 class LeaseKeeper:
     """Take a run's lease on enter, renew it every ``interval_s``, release it on exit.
 
@@ -86,7 +91,7 @@ class LeaseKeeper:
     """
 
     def __init__(
-        self, store: Store, run_id: str, *, ttl_s: float = DEFAULT_LEASE_TTL_S,
+        self, store: LeaseHolder, run_id: str, *, ttl_s: float = DEFAULT_LEASE_TTL_S,
         role: str = "owner", interval_s: float | None = None,
     ) -> None:  # fmt: skip
         self._store, self._run_id, self._ttl_s, self._role = store, run_id, ttl_s, role

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rolltap.events import ID_LENGTH
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.schema import ID_LENGTH, NODE_ID_LENGTH, WORKER_ID_LENGTH
+from rolltap.store.schema import NODE_ID_LENGTH, WORKER_ID_LENGTH
 
 __all__ = [
     "FAILED_STATUSES",

@@ -21,8 +21,8 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import StoreError
+from rolltap.events import Event, EventLog
 from rolltap.store.errors import ForkDependencyError, StoreConflictError
-from rolltap.store.events import Event, EventLog
 from rolltap.store.fence import check_fences
 from rolltap.store.models import CommitResult, is_failed, is_finished
 from rolltap.store.outcome import SessionMetrics, duration_of

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rolltap.store.events import Event, EventKind
+from rolltap.events import Event, EventKind
 from rolltap.store.models import FAILED_STATUSES
 
 __all__ = ["HARNESS_ERROR", "SessionMetrics", "duration_of", "task_id_of"]

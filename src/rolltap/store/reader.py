@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 from sqlalchemy import RowMapping, Select, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rolltap.events import Event
 from rolltap.store.dberrors import database_errors, translate_db_error
 from rolltap.store.errors import StoreNotFoundError
-from rolltap.store.events import Event
 from rolltap.store.lease import effective_status, status_filter
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.rollup_read import read_run_stats

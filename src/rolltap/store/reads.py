@@ -12,9 +12,9 @@ from typing import IO, Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.errors import StoreError
+from rolltap.events import Event, EventLog
 from rolltap.store import export, reader
 from rolltap.store.aggregate import summary_of_run
-from rolltap.store.events import Event, EventLog
 from rolltap.store.ids import resolve_id
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.schema import runs, sessions

@@ -28,8 +28,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from rolltap.events import ID_LENGTH
+
 __all__ = [
-    "ID_LENGTH",
     "NODE_ID_LENGTH",
     "SORTED_COLUMNS",
     "VERSION_TABLE",
@@ -44,7 +45,6 @@ __all__ = [
 ]
 
 #: the longest run or session id
-ID_LENGTH = 64
 #: the longest node id and worker id a session records (its placement)
 NODE_ID_LENGTH = 128
 WORKER_ID_LENGTH = 64

@@ -1,6 +1,6 @@
 """Events and JSON documents to and from their stored form (orjson, bytes).
 
->>> from rolltap.store.events import Event
+>>> from rolltap.events import Event
 >>> row = event_row("s1", Event(0, "note", 1.5, {"text": "hi"}))
 >>> row["payload"]
 b'{"text":"hi"}'
@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from rolltap.events import Event
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.events import Event
 
 __all__ = [
     "dump_doc",

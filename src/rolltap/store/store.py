@@ -23,11 +23,11 @@ from typing import IO, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rolltap.events import EventLog
 from rolltap.store import export, reader
 from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreConflictError, StoreNotFoundError
-from rolltap.store.events import EventLog
 from rolltap.store.importing import merge_session
 from rolltap.store.leasing import StoreLeases
 from rolltap.store.migrate import ensure_schema

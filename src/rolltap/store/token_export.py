@@ -25,8 +25,8 @@ from typing import IO, Any
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from rolltap.events import EventKind
 from rolltap.store.errors import StoreValidationError
-from rolltap.store.events import EventKind
 from rolltap.store.export import iter_sessions
 from rolltap.store.models import SessionInfo
 from rolltap.store.reader import fetch_run, iter_event_rows

@@ -6,7 +6,7 @@ model's own reply, which the next request repeats: a request's leading assistant
 that repeats the previous reply (or part of it) is dropped; one that differs is the
 harness's own edit and is shown.
 
->>> from rolltap.store.events import Event
+>>> from rolltap.events import Event
 >>> t = build_transcript([
 ...     Event(0, "model_request", 0.0, {"intercept_id": "i1", "dialect": "chat",
 ...           "messages": [{"role": "user", "content": "2+2?"}], "params": {}}),
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from rolltap.store.events import Event
+from rolltap.events import Event
 from rolltap.store.transcript_model import (
     CallError,
     Entry,

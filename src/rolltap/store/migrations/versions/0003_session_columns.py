@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
-from rolltap.store.events import Event
+from rolltap.events import Event
 from rolltap.store.outcome import SessionMetrics, duration_of, task_id_of
 
 revision = "0003"
