@@ -2,8 +2,9 @@
 
 * no 5xx;
 * an error answer carries rolltap's body with a ``code`` that the gateway contract's error
-  table (``docs/gateway.md``) documents, at the status that code always has — except framing errors that
-  aiohttp's own HTTP parser answers (plain text, 400) before rolltap sees a request;
+  table (``docs/gateway.md``) documents, at the status that code always has — except
+  framing errors that aiohttp's own HTTP parser answers (plain text, 400) before rolltap
+  sees a request;
 * a success answer is well formed for its media type (JSON, SSE, NDJSON, text);
 * an answer comes, unless the request was cut short on purpose.
 """
