@@ -29,9 +29,7 @@ def task_prompts() -> list[str]:
     return [orjson.loads(line)["prompt"] for line in lines if line.strip()]
 
 
-async def test_the_readme_python_example_runs_its_harness(
-    sim: Simulator, tmp_path: Path
-) -> None:
+async def test_the_readme_python_example_runs_its_harness(sim: Simulator, tmp_path: Path) -> None:
     code = readme_python()
     assert EXAMPLE_URL in code
     store_url = f"sqlite:///{tmp_path}/readme.db"
