@@ -27,7 +27,8 @@ from rolltap.fuzz.session import (
 )
 from rolltap.sim import SimConfig, Simulator
 
-README = Path(__file__).parents[1] / "README.md"
+#: the error table (case, status, code) of the gateway contract
+ERRORS_DOC = Path(__file__).parents[1] / "docs" / "gateway.md"
 MB = 1 << 20
 
 
@@ -43,7 +44,7 @@ def _row(what: str, result: FuzzResult, after: dict[str, object], log: str, cmd:
 
 
 async def main(requests: int, seed: int) -> int:
-    known, statuses = documented_codes(README), error_statuses()
+    known, statuses = documented_codes(ERRORS_DOC), error_statuses()
     cmd = f"python benchmarks/fuzz.py --requests {requests} --seed {seed}"
     rows, ok = [], True
     async with Simulator(SimConfig(seed=seed)) as sim, aiohttp.ClientSession() as http:

@@ -13,7 +13,8 @@ from rolltap.fuzz.check import stray_exceptions
 from rolltap.fuzz.session import gateway_after, gateway_process, gateway_target
 from rolltap.sim import Simulator
 
-README = Path(__file__).parents[2] / "README.md"
+#: the error table (case, status, code) of the gateway contract
+ERRORS_DOC = Path(__file__).parents[2] / "docs" / "gateway.md"
 REQUESTS = 10_000
 #: RSS growth allowed between the warm-up (2,000 requests) and the end (8,000 more).
 #: What one request allocates transiently (a body of at most 192 KiB, parsed: a few
@@ -25,7 +26,7 @@ RSS_BOUND = 16 << 20
 
 @pytest.mark.timeout(400)
 async def test_hostile_requests_keep_every_invariant(sim: Simulator, tmp_path: Path) -> None:
-    known, statuses = documented_codes(README), error_statuses()
+    known, statuses = documented_codes(ERRORS_DOC), error_statuses()
     log = tmp_path / "gateway.stderr"
     async with aiohttp.ClientSession() as http:
         with log.open("w") as stderr:

@@ -12,7 +12,8 @@ from rolltap.fuzz.check import stray_exceptions
 from rolltap.fuzz.session import serve_after, serve_process, serve_target
 from rolltap.sim import Simulator
 
-README = Path(__file__).parents[2] / "README.md"
+#: the error table (case, status, code) of the gateway contract
+ERRORS_DOC = Path(__file__).parents[2] / "docs" / "gateway.md"
 REQUESTS = 2_000
 #: the supervisor's RSS may grow by this between the warm-up and the end: a body is at
 #: most 192 KiB, and it keeps the last 10,000 results (a few hundred here)
@@ -27,7 +28,7 @@ async def test_hostile_submissions_keep_every_invariant(sim: Simulator, tmp_path
             async with serve_process(sim.base_url, tmp_path, stderr,
                                      allow=["serve.serve_harnesses:gated"]) as serve:  # fmt: skip
                 result = await fuzz(
-                    serve_target(serve), requests=REQUESTS, known=documented_codes(README),
+                    serve_target(serve), requests=REQUESTS, known=documented_codes(ERRORS_DOC),
                     statuses=error_statuses(), seed=13, huge=256 << 10,
                 )  # fmt: skip
                 after = await serve_after(http, serve)

@@ -1,4 +1,4 @@
-"""The admin API's answers as README.md documents them: `?since=N`, the DELETE body."""
+"""The admin API's answers as docs/gateway.md documents them: `?since=N`, the DELETE body."""
 
 from __future__ import annotations
 

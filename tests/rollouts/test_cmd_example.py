@@ -1,5 +1,5 @@
 """examples/cmd_harness.py through `rolltap eval --cmd` against the simulator: the
-subprocess contract README.md documents (environment, task file, result file, exit code)."""
+subprocess contract docs/cli.md documents (environment, task file, result file, exit code)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def _usage_error(err: typer.TyperException) -> int:
 
 
 def main(args: list[str] | None = None) -> None:
-    """The ``rolltap`` console script: every mistake one line, the exit codes in README."""
+    """The ``rolltap`` console script: every mistake one line, the exit codes in docs/cli.md."""
     command = typer.main.get_command(register_commands())
     args = sys.argv[1:] if args is None else args
     try:

@@ -1,4 +1,4 @@
-"""``rolltap view``: the read-only web viewer over a store (see README "Viewer")."""
+"""``rolltap view``: the read-only web viewer over a store (see docs/cli.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Judging one answer: the invariants every answer to hostile input must keep.
 
 * no 5xx;
-* an error answer carries rolltap's body with a ``code`` that the README's error table
-  documents, at the status that code always has — except framing errors that
-  aiohttp's own HTTP parser answers (plain text, 400) before rolltap sees a request;
+* an error answer carries rolltap's body with a ``code`` that the gateway contract's error
+  table (``docs/gateway.md``) documents, at the status that code always has — except
+  framing errors that aiohttp's own HTTP parser answers (plain text, 400) before rolltap
+  sees a request;
 * a success answer is well formed for its media type (JSON, SSE, NDJSON, text);
 * an answer comes, unless the request was cut short on purpose.
 """
@@ -24,13 +25,13 @@ from rolltap.fuzz.wire import Mode, RawAnswer, RawRequest
 
 __all__ = ["Tally", "documented_codes", "error_statuses", "judge", "stray_exceptions"]
 
-#: the README table's rows: ``| case | status | `code` … |``
+#: the error table's rows: ``| case | status | `code` … |``
 _ROW = re.compile(r"^\|[^|]+\|[^|]+\|(?P<codes>[^|]+)\|\s*$")
 
 
-def documented_codes(readme: Path) -> set[str]:
-    """Every code in the README's error table (the ``### Errors`` section)."""
-    text = readme.read_text(encoding="utf-8")
+def documented_codes(doc: Path) -> set[str]:
+    """Every code in the error table of ``doc``'s ``### Errors`` section (``docs/gateway.md``)."""
+    text = doc.read_text(encoding="utf-8")
     section = text.split("### Errors", 1)[1].split("\n### ", 1)[0]
     codes: set[str] = set()
     for line in section.splitlines():

@@ -62,7 +62,7 @@ args = []                     # more CLI arguments, before the prompt
 env = {}                      # more environment variables for the agent
 ```
 
-``otel = true`` (and ``otel_content = true``) trace the run like ``--otel``; see README.
+``otel = true`` (and ``otel_content = true``) trace the run like ``--otel``; see docs/otel.md.
 """
 
 from __future__ import annotations
