@@ -1,9 +1,88 @@
 """rolltap's exception tree.
 
 Every error rolltap raises derives from :class:`RolltapError` and carries a stable
-``code`` (a machine-readable string that never changes meaning) and the HTTP
-``status`` the gateway answers with. Errors from libraries are translated at the
-boundary (``raise ... from exc``) so callers only ever need to catch these.
+``code`` (a machine-readable string that never changes meaning), the HTTP ``status``
+the gateway answers with and the ``exit_code`` the command line ends with. Errors from
+libraries are translated at the boundary (``raise ... from exc``) so callers only ever
+need to catch these.
+
+The tree, grouped by the boundary an error comes from: a caller's bad request (4xx),
+a usage or configuration mistake, the upstream model endpoint, the model-client pool,
+the store, the token client's renderers, ``rolltap serve``, a rollout's harness, the
+local model server, the gateway's own life. Most classes are defined here; the rest
+beside the code that raises them (``rolltap.store.errors`` holds the store's).
+``docs/errors.md`` lists each with its module, code, status and meaning
+(``python -m rolltap.errors_doc --markdown`` writes it)::
+
+    RolltapError
+    ├── GatewayClosedError
+    ├── HarnessError
+    │   ├── AgentFailedError
+    │   ├── CheckNotRunError
+    │   └── HarnessExitError
+    ├── LocalModelError
+    ├── PoolError
+    │   ├── ModelPoolClosedError
+    │   ├── ModelPoolFullError
+    │   └── PoolCloseError
+    ├── RequestError
+    │   ├── AuthRateLimitedError
+    │   ├── AuthenticationError
+    │   ├── BodyTooLargeError
+    │   ├── HarnessDisconnectedError
+    │   ├── HarnessNotAllowedError
+    │   ├── IdempotencyKeyReusedError
+    │   ├── InvalidRequestError
+    │   │   ├── BadRequest
+    │   │   ├── MalformedJSONError
+    │   │   └── UnsupportedError
+    │   ├── LimitReachedError
+    │   ├── MethodNotAllowedError
+    │   ├── NotFoundError
+    │   ├── RequestTimeoutError
+    │   ├── RolloutClosedError
+    │   ├── RolloutNotFoundError
+    │   └── SessionExistsError
+    ├── ServeError
+    │   ├── ChannelClosedError
+    │   ├── ClusterError
+    │   ├── ServiceDrainingError
+    │   ├── ServiceFullError
+    │   ├── ServiceUnreachableError
+    │   └── WorkerLostError
+    │       └── WorkersLostError
+    ├── StoreError
+    │   ├── InjectedFault
+    │   ├── SchemaVersionError
+    │   ├── StoreBusyError
+    │   ├── StoreClosedError
+    │   ├── StoreConflictError
+    │   │   ├── ForkDependencyError
+    │   │   └── StoreFencedError
+    │   ├── StoreFullError
+    │   ├── StoreNotFoundError
+    │   ├── StoreUnavailableError
+    │   ├── StoreValidationError
+    │   └── TokenRecordError
+    ├── TokensError
+    │   ├── RendererPoolClosedError
+    │   └── TokenizerError
+    ├── UpstreamError
+    │   ├── UpstreamBusyError
+    │   ├── UpstreamConnectionError
+    │   ├── UpstreamProtocolError
+    │   │   └── UpstreamStreamError
+    │   ├── UpstreamStatusError
+    │   └── UpstreamTimeoutError
+    └── UsageError
+        ├── AmbiguousIdError
+        └── ConfigError
+            ├── MissingAgentError
+            ├── MissingExtraError
+            └── TokenizerMismatchError
+
+(``python -m rolltap.errors_doc --tree`` draws it from the classes; ``tests/test_errors.py``
+checks that this drawing is the real hierarchy.)
 
 >>> try:
 ...     raise ModelPoolFullError("pool full", retry_after=1.0)
@@ -25,6 +104,7 @@ __all__ = [
     "ConfigError",
     "GatewayClosedError",
     "HarnessDisconnectedError",
+    "HarnessError",
     "HarnessNotAllowedError",
     "IdempotencyKeyReusedError",
     "InvalidRequestError",
@@ -39,10 +119,12 @@ __all__ = [
     "PoolCloseError",
     "PoolError",
     "RendererPoolClosedError",
+    "RequestError",
     "RequestTimeoutError",
     "RolloutClosedError",
     "RolloutNotFoundError",
     "RolltapError",
+    "ServeError",
     "ServiceDrainingError",
     "ServiceFullError",
     "ServiceUnreachableError",
@@ -51,6 +133,7 @@ __all__ = [
     "StoreError",
     "TokenizerError",
     "TokenizerMismatchError",
+    "TokensError",
     "UpstreamBusyError",
     "UpstreamConnectionError",
     "UpstreamError",
@@ -72,6 +155,8 @@ class RolltapError(Exception):
     #: the OpenAI-style ``error.type`` used in error bodies
     type: ClassVar[str] = "server_error"
     retryable: ClassVar[bool] = False
+    #: what the command line exits with when this error ends a command
+    exit_code: ClassVar[int] = 1
     #: one line on what to do about it (the CLI prints it as ``hint: …``)
     hint: str | None = None
     #: evidence to show under the error, verbatim (e.g. a crashed child's last output)
@@ -90,6 +175,9 @@ class RolltapError(Exception):
         return out
 
 
+# --- usage: the command line or a configuration asked for something impossible ---------
+
+
 class UsageError(RolltapError):
     """The caller asked for something that cannot be done as asked: a bad flag, config
     value or id. The command line exits 2 on these (1 on every other error)."""
@@ -97,10 +185,12 @@ class UsageError(RolltapError):
     code = "usage_error"
     status = 400
     type = "invalid_request_error"
+    exit_code = 2
 
 
 class ConfigError(UsageError):
-    """A configuration is invalid or incomplete (e.g. a named API-key variable is unset)."""
+    """A configuration is invalid or incomplete (e.g. a named API-key variable is unset,
+    or a registration names an unknown endpoint)."""
 
     code = "invalid_config"
     status = 400
@@ -144,6 +234,16 @@ class MissingAgentError(ConfigError):
         return err
 
 
+class TokenizerMismatchError(ConfigError):
+    """The local tokenizer of a token endpoint is not the server's: the server's
+    ``/tokenize`` gave other ids for the start-up probe string
+    (:mod:`rolltap.clients.tokenizer_check`). Raised before any rollout; the message names
+    both tokenizers and the first differing position."""
+
+    code = "tokenizer_mismatch"
+    status = 400
+
+
 class AmbiguousIdError(UsageError):
     """An id prefix matches more than one run or session; ``candidates`` lists some."""
 
@@ -154,8 +254,21 @@ class AmbiguousIdError(UsageError):
         self.candidates = candidates
 
 
-class InvalidRequestError(RolltapError):
-    """A request body failed validation; ``field`` names the offending field."""
+# --- request: the gateway or a service refuses a caller's request (4xx) ----------------
+
+
+class RequestError(RolltapError):
+    """Root of the refusals of a caller's request (HTTP 4xx): its body, its credentials,
+    the route, or the rollout it names."""
+
+    code = "request_error"
+    status = 400
+    type = "invalid_request_error"
+
+
+class InvalidRequestError(RequestError):
+    """A request body failed validation; ``field`` names the offending field (the
+    ``param`` of the error body)."""
 
     code = "invalid_request"
     status = 400
@@ -173,23 +286,31 @@ class InvalidRequestError(RolltapError):
 
 
 class MalformedJSONError(InvalidRequestError):
+    """The request body is not valid JSON."""
+
     code = "malformed_json"
 
 
-class BodyTooLargeError(RolltapError):
+class BodyTooLargeError(RequestError):
+    """The request body is over the limit (default 64 MiB, ``ROLLTAP_MAX_BODY_BYTES``)."""
+
     code = "request_too_large"
     status = 413
     type = "invalid_request_error"
 
 
-class AuthenticationError(RolltapError):
+class AuthenticationError(RequestError):
+    """The request's secret (``Authorization: Bearer``, ``x-api-key``, the viewer's
+    token) is missing or wrong."""
+
     code = "invalid_api_key"
     status = 401
     type = "authentication_error"
 
 
-class AuthRateLimitedError(RolltapError):
-    """Too many failed authentications from one peer in the last minute; retry later."""
+class AuthRateLimitedError(RequestError):
+    """Too many failed authentications from one peer in the last minute
+    (``ROLLTAP_AUTH_FAILURES_PER_MINUTE``; per rollout on harness routes); retry later."""
 
     code = "auth_rate_limited"
     status = 429
@@ -197,7 +318,7 @@ class AuthRateLimitedError(RolltapError):
     retryable = True
 
 
-class HarnessNotAllowedError(RolltapError):
+class HarnessNotAllowedError(RequestError):
     """A submission named a harness, command or reward that is not on the allowlist."""
 
     code = "harness_not_allowed"
@@ -205,21 +326,24 @@ class HarnessNotAllowedError(RolltapError):
     type = "permission_error"
 
 
-class RequestTimeoutError(RolltapError):
-    """The request body did not arrive in full within the body timeout."""
+class RequestTimeoutError(RequestError):
+    """The request body did not arrive in full within the body timeout
+    (``ROLLTAP_BODY_TIMEOUT_S``, default 30 s, from its headers)."""
 
     code = "request_timeout"
     status = 408
     type = "invalid_request_error"
 
 
-class RolloutNotFoundError(RolltapError):
+class RolloutNotFoundError(RequestError):
+    """No such rollout (or batch) is running here."""
+
     code = "rollout_not_found"
     status = 404
     type = "not_found_error"
 
 
-class NotFoundError(RolltapError):
+class NotFoundError(RequestError):
     """No such route."""
 
     code = "not_found"
@@ -227,13 +351,15 @@ class NotFoundError(RolltapError):
     type = "not_found_error"
 
 
-class MethodNotAllowedError(RolltapError):
+class MethodNotAllowedError(RequestError):
+    """The route does not take this HTTP method."""
+
     code = "method_not_allowed"
     status = 405
     type = "invalid_request_error"
 
 
-class HarnessDisconnectedError(RolltapError):
+class HarnessDisconnectedError(RequestError):
     """The harness went away before its call was delivered (recorded, never sent)."""
 
     code = "harness_disconnected"
@@ -241,15 +367,16 @@ class HarnessDisconnectedError(RolltapError):
     type = "invalid_request_error"
 
 
-class IdempotencyKeyReusedError(RolltapError):
-    """A call reused a rollout's ``Idempotency-Key`` with a different request body."""
+class IdempotencyKeyReusedError(RequestError):
+    """A call reused a rollout's ``Idempotency-Key`` with a different request body (a key
+    over 255 characters is an ``invalid_request``)."""
 
     code = "idempotency_key_reused"
     status = 422
     type = "invalid_request_error"
 
 
-class SessionExistsError(RolltapError):
+class SessionExistsError(RequestError):
     """A rollout was registered with a session id that a live rollout or the store holds."""
 
     code = "session_exists"
@@ -257,7 +384,7 @@ class SessionExistsError(RolltapError):
     type = "invalid_request_error"
 
 
-class RolloutClosedError(RolltapError):
+class RolloutClosedError(RequestError):
     """The rollout was unregistered or aborted while the call was pending."""
 
     code = "rollout_closed"
@@ -265,7 +392,7 @@ class RolloutClosedError(RolltapError):
     type = "invalid_request_error"
 
 
-class LimitReachedError(RolltapError):
+class LimitReachedError(RequestError):
     """A per-rollout limit (turns, tokens, wall clock) was reached."""
 
     code = "limit_reached"
@@ -273,9 +400,17 @@ class LimitReachedError(RolltapError):
     type = "invalid_request_error"
 
 
+# --- the gateway's own life ---------------------------------------------------------
+
+
 class GatewayClosedError(RolltapError):
+    """The gateway is not running: not started, or shutting down."""
+
     code = "gateway_closed"
     status = 503
+
+
+# --- upstream: the model endpoint the gateway relays to --------------------------------
 
 
 class UpstreamError(RolltapError):
@@ -286,7 +421,9 @@ class UpstreamError(RolltapError):
 
 
 class UpstreamStatusError(UpstreamError):
-    """The upstream answered with an error status; the gateway passes that status through."""
+    """The upstream answered with an error status; the gateway passes that status (and
+    its ``Retry-After``) through, with the upstream's own error object in
+    ``error.upstream``."""
 
     code = "upstream_http_error"
 
@@ -320,11 +457,15 @@ class UpstreamBusyError(UpstreamError):
 
 
 class UpstreamTimeoutError(UpstreamError):
+    """The upstream did not answer in time (to connect, between chunks, or in total)."""
+
     code = "upstream_timeout"
     status = 504
 
 
 class UpstreamConnectionError(UpstreamError):
+    """The upstream could not be reached (or its client is closed)."""
+
     code = "upstream_unreachable"
     status = 502
 
@@ -334,6 +475,9 @@ class UpstreamProtocolError(UpstreamError):
 
     code = "upstream_bad_response"
     status = 502
+
+
+# --- pool: the model-client pool ---------------------------------------------------------
 
 
 class PoolError(RolltapError):
@@ -366,6 +510,9 @@ class PoolCloseError(PoolError):
     status = 500
 
 
+# --- store: the event store (the rest of its errors are in rolltap.store.errors) ---------
+
+
 class StoreError(RolltapError):
     """Root of event-store errors."""
 
@@ -381,7 +528,18 @@ class StoreBusyError(StoreError):
     retryable = True
 
 
-class ServiceFullError(RolltapError):
+# --- serve: the rolltap serve service, its workers and its client -----------------------
+
+
+class ServeError(RolltapError):
+    """Root of the errors of ``rolltap serve``: admission, its workers, the channels
+    between them, its Ray cluster, and its client's connection."""
+
+    code = "serve_error"
+    status = 500
+
+
+class ServiceFullError(ServeError):
     """Every worker of ``rolltap serve`` has its most rollouts in flight; retry later."""
 
     code = "service_full"
@@ -390,7 +548,7 @@ class ServiceFullError(RolltapError):
     retryable = True
 
 
-class ServiceDrainingError(RolltapError):
+class ServiceDrainingError(ServeError):
     """``rolltap serve`` is shutting down and admits no more rollouts."""
 
     code = "service_draining"
@@ -398,19 +556,10 @@ class ServiceDrainingError(RolltapError):
     retryable = True
 
 
-class WorkerLostError(RolltapError):
+class WorkerLostError(ServeError):
     """The serve worker running a rollout died or stopped answering; it was replaced."""
 
     code = "worker_lost"
-    status = 503
-    retryable = True
-
-
-class ClusterError(RolltapError):
-    """The Ray cluster could not be joined, or could not place the requested workers in
-    time (``--ray``); the message says which and what the cluster has."""
-
-    code = "cluster_unavailable"
     status = 503
     retryable = True
 
@@ -422,7 +571,16 @@ class WorkersLostError(WorkerLostError):
     retryable = False
 
 
-class ServiceUnreachableError(RolltapError):
+class ClusterError(ServeError):
+    """The Ray cluster could not be joined, or could not place the requested workers in
+    time (``--ray``); the message says which and what the cluster has."""
+
+    code = "cluster_unavailable"
+    status = 503
+    retryable = True
+
+
+class ServiceUnreachableError(ServeError):
     """The serve client could not reach the service, or its answer stream broke."""
 
     code = "service_unreachable"
@@ -430,7 +588,19 @@ class ServiceUnreachableError(RolltapError):
     retryable = True
 
 
-class TokenizerError(RolltapError):
+# --- tokens: the token client's local tokenizer and renderers ---------------------------
+
+
+class TokensError(RolltapError):
+    """Root of the errors of the token client's local rendering (:mod:`rolltap.tokens`):
+    a conversation its tokenizer refuses, a renderer used while closed. A tokenizer that
+    is not the server's is a :class:`TokenizerMismatchError` (a configuration mistake)."""
+
+    code = "tokens_error"
+    status = 500
+
+
+class TokenizerError(TokensError):
     """A conversation could not be turned into token ids (or ids into text).
 
     Raised when the chat template refuses a conversation (its ``raise_exception``, e.g.
@@ -444,22 +614,23 @@ class TokenizerError(RolltapError):
     type = "invalid_request_error"
 
 
-class TokenizerMismatchError(ConfigError):
-    """The local tokenizer of a token endpoint is not the server's: the server's
-    ``/tokenize`` gave other ids for the start-up probe string
-    (:mod:`rolltap.clients.tokenizer_check`). Raised before any rollout; the message names
-    both tokenizers and the first differing position."""
-
-    code = "tokenizer_mismatch"
-    status = 400
-
-
-class RendererPoolClosedError(RolltapError):
+class RendererPoolClosedError(TokensError):
     """The renderer registry is not open (never entered, or closed), or a renderer handle
     was used after its ``acquire()`` block ended."""
 
     code = "renderer_pool_closed"
     status = 503
+
+
+# --- harness: a rollout's harness failed (the rollout's failure, never the run's) --------
+
+
+class HarnessError(RolltapError):
+    """Root of the failures of a rollout's harness: the rollout ends ``failed`` with
+    ``ClassName: message`` as its error, and the run goes on."""
+
+    code = "harness_error"
+    status = 500
 
 
 def http_status_of(err: RolltapError) -> int:

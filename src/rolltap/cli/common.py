@@ -20,7 +20,7 @@ from rich.console import Console
 
 from rolltap.config import EndpointConfig
 from rolltap.dialects.translate import UNSUPPORTED
-from rolltap.errors import ConfigError, RolltapError, UsageError
+from rolltap.errors import ConfigError, RolltapError
 from rolltap.rollouts.config import describe_errors
 
 __all__ = [
@@ -135,8 +135,9 @@ def print_error(
 
 
 def exit_code_of(err: RolltapError) -> int:
-    """2 for a usage or configuration mistake, 1 for every other failure."""
-    return EXIT_USAGE if isinstance(err, UsageError) else EXIT_FAILED
+    """2 for a usage or configuration mistake, 1 for every other failure (each error
+    class's ``exit_code``)."""
+    return err.exit_code
 
 
 def report_error(err: RolltapError) -> None:

@@ -12,14 +12,18 @@ from typing import Any, Protocol
 
 import orjson
 
+from rolltap.errors import HarnessError
 from rolltap.rollouts.process import OUTPUT_LIMIT
 from rolltap.store import EventKind, EventLog
 
 __all__ = ["AgentFailedError", "EventReader", "LineRecorder"]
 
 
-class AgentFailedError(RuntimeError):
-    """The agent CLI ended without an answer: its own error, or its exit status."""
+class AgentFailedError(HarnessError):
+    """The agent CLI (``claude``, ``codex``) ended without an answer: its own error, or
+    its exit status."""
+
+    code = "agent_failed"
 
 
 class EventReader(Protocol):

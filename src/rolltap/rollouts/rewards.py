@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rolltap.errors import ConfigError
+from rolltap.errors import ConfigError, HarnessError
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 from rolltap.store import Event, EventKind
@@ -93,8 +93,11 @@ def regex(task: Task, answer: str, events: Sequence[Event]) -> float:
         return 0.0
 
 
-class CheckNotRunError(RuntimeError):
-    """A task with a ``check`` was scored, but its harness ran no check."""
+class CheckNotRunError(HarnessError):
+    """A task with a ``check`` was scored, but its harness ran no check (checks run in a
+    working directory: ``--harness claude-code|codex`` or ``--cmd``)."""
+
+    code = "check_not_run"
 
 
 def check(task: Task, answer: str, events: Sequence[Event]) -> float:

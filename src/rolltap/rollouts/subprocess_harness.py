@@ -23,6 +23,7 @@ from pathlib import Path
 
 import orjson
 
+from rolltap.errors import HarnessError
 from rolltap.rollouts.agent_check import run_task_check
 from rolltap.rollouts.agent_workdir import place_files
 from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult
@@ -32,8 +33,11 @@ from rolltap.rollouts.tasks import Task
 __all__ = ["HarnessExitError", "command_harness"]
 
 
-class HarnessExitError(RuntimeError):
-    """The harness command exited with a non-zero status."""
+class HarnessExitError(HarnessError):
+    """The harness command (``--cmd``) exited with a non-zero status; the message ends
+    with its last 500 characters of stderr."""
+
+    code = "harness_exited"
 
     def __init__(self, returncode: int, stderr_tail: str) -> None:
         super().__init__(f"harness command exited with status {returncode}: {stderr_tail[-500:]}")

@@ -34,7 +34,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.errors import RolltapError
+from rolltap.errors import ServeError
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.config import LimitsConfig
 from rolltap.rollouts.rewards import parse_reward_spec
@@ -63,7 +63,7 @@ class Msg(StrEnum):
     SHUTDOWN = "shutdown"
 
 
-class ChannelClosedError(RolltapError):
+class ChannelClosedError(ServeError):
     """The other side of a supervisor↔worker channel went away."""
 
     code = "serve_channel_closed"

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import orjson
 
+from rolltap.errors import InvalidRequestError
 from rolltap.sim.config import SimConfig
 from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.words import WORDS
@@ -42,8 +43,9 @@ Turn = tuple[str, str]
 Stop = Literal["end", "max_tokens", "tool_call", "stop_sequence"]
 
 
-class BadRequest(ValueError):
-    """The request body is JSON but not a usable request for its route."""
+class BadRequest(InvalidRequestError):
+    """The simulator's: a request body that is JSON but not a usable request for its route
+    (the simulator answers it ``400 invalid_request``)."""
 
 
 @dataclass(frozen=True, slots=True)

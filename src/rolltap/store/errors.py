@@ -66,7 +66,10 @@ class SchemaVersionError(StoreError):
 
 
 class StoreUnavailableError(StoreError):
-    """The database stayed unreachable past the reconnect deadline."""
+    """The database stayed unreachable past the reconnect deadline
+    (``--store-unavailable-timeout``, default 300 s). ``rolltap serve`` refuses a batch
+    with it (``Retry-After: 5``) while its store is unreachable or holds more than
+    ``ROLLTAP_STORE_PENDING_MAX_BYTES`` of pending writes; what is in flight goes on."""
 
     code = "store_unavailable"
     status = 503
@@ -82,6 +85,7 @@ class StoreClosedError(StoreError):
 
 class StoreFullError(StoreError):
     """The database or the disk it lives on is full: the write cannot be made.
+    ``rolltap serve`` refuses batches for 30 s after (``Retry-After: 30``).
 
     Not retryable by waiting alone: free space (or raise the server's quota) first.
     Nothing already stored is damaged — the failed transaction is rolled back whole.

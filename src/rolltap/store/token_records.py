@@ -12,11 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rolltap.errors import StoreError
+
 __all__ = ["Segment", "TokenRecordError", "TokenTurn", "read_turn"]
 
 
-class TokenRecordError(ValueError):
-    """A ``model_response`` event's ``tokens`` record does not follow the contract."""
+class TokenRecordError(StoreError):
+    """A stored ``model_response`` event's ``tokens`` record does not follow the contract
+    (``docs/events.md``, "Token records"); token exports list its session as malformed."""
+
+    code = "store_bad_token_record"
 
 
 @dataclass(frozen=True, slots=True)
