@@ -46,6 +46,7 @@ import psutil
 from rolltap.config import EndpointConfig
 from rolltap.errors import RolltapError
 from rolltap.gateway import Gateway
+from rolltap.results.rollout import RolloutResult
 from rolltap.rollouts import (
     HarnessContext,
     HarnessResult,
@@ -57,7 +58,6 @@ from rolltap.rollouts import (
 )
 from rolltap.rollouts.builtin import chat_harness
 from rolltap.rollouts.recorder import StoreRecorder
-from rolltap.rollouts.results import RolloutResult
 from rolltap.store import EventKind, Store
 from rolltap.tokens import RendererConfig, RendererPool, RendererRegistry
 

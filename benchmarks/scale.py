@@ -44,8 +44,8 @@ from _plots import pyplot
 from _procs import cpu_seconds, free_port, rolltap_process
 from _ray_cluster import two_node_cluster
 
+from rolltap.results.rollout import RolloutResult
 from rolltap.rollouts import Hooks, RunConfig
-from rolltap.rollouts.results import RolloutResult
 from rolltap.serve.driver import run_eval
 from rolltap.store import Store
 

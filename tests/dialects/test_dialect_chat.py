@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolltap.dialects.sse import SSESplitter
+from rolltap.gateway.answer_record import ChatStreamAccumulator
 from rolltap.gateway.conversation import ConversationIndex
-from rolltap.gateway.summaries import ChatStreamAccumulator
 
 EVENTS = [b'data: {"a": 1}\n\n', b": keepalive\n\n", b"event: x\ndata: y\n\n", b"data: [DONE]\n\n"]
 

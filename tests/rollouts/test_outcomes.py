@@ -7,12 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from rolltap.cli.compare import summarize_run
+from rolltap.cli.report import ProgressReporter, render_summary
 from rolltap.config import EndpointConfig
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.summary import summarize
 from rolltap.rollouts import RunResult, Task, evaluate
-from rolltap.rollouts.compare import summarize_run
-from rolltap.rollouts.report import ProgressReporter, render_summary
-from rolltap.rollouts.results import RolloutResult
-from rolltap.rollouts.summary import summarize
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 

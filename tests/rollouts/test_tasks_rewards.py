@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rolltap.errors import ConfigError
-from rolltap.rollouts import Scorer, Task, load_tasks, parse_reward_spec, pass_at_k
+from rolltap.rollouts import Scorer, Task, load_tasks, parse_reward_spec
 from rolltap.rollouts.calculator import calculate
 from rolltap.rollouts.config import load_run_config
 
@@ -93,12 +93,6 @@ async def test_weighted_rewards() -> None:
         parse_reward_spec("exact=-1")
     with pytest.raises(ConfigError, match="unknown reward"):
         Scorer([parse_reward_spec("nope")])
-
-
-def test_pass_at_k_matches_the_definition() -> None:
-    assert pass_at_k(5, 0, 3) == 0.0
-    assert pass_at_k(5, 5, 1) == 1.0
-    assert pass_at_k(5, 2, 2) == pytest.approx(1 - (3 * 2) / (5 * 4))
 
 
 def test_calculator_is_safe() -> None:

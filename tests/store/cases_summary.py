@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from rolltap.rollouts.results import RolloutResult
-from rolltap.rollouts.summary import summarize
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.summary import summarize
 from rolltap.store import EventKind, EventLog, SchemaVersionError, Store, upgrade
 from rolltap.store.rollup_sql import rebuild_rollups
 from rolltap.store.schema import run_stats, sessions, task_stats

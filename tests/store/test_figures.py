@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 import rolltap.store.figures
 from rolltap.cli.main import register_commands
-from rolltap.rollouts.report import render_summary
-from rolltap.rollouts.summary import summarize
+from rolltap.cli.report import render_summary
+from rolltap.results.summary import summarize
 from rolltap.store import Store
 from rolltap.store.figures import fmt_ms
 from rolltap.view import ViewConfig, ViewServer

@@ -26,11 +26,11 @@ from rolltap.cli.common import (
     run_async,
     unsupported_fields,
 )
+from rolltap.cli.compare import summarize_run
+from rolltap.cli.report import ProgressReporter, render_compare, render_summary, render_workers
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
 from rolltap.rollouts.api import Stoppable
-from rolltap.rollouts.compare import summarize_run
-from rolltap.rollouts.report import ProgressReporter, render_compare, render_summary, render_workers
 from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.store import Store, resolve_store_url
 

@@ -12,7 +12,7 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
    by event when the dialects differ), or a whole answer as a body or made into a
    stream, passed through byte for byte or translated through the canonical model;
 4. record: the response event keeps what the upstream answered, in its dialect, with
-   a chat-shaped ``usage`` (:mod:`rolltap.gateway.summaries`); then the answer is
+   a chat-shaped ``usage`` (:mod:`rolltap.gateway.answer_record`); then the answer is
    finished here, not after the handler returns, so that a harness gone by then is
    noticed and the answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`).
 
@@ -45,6 +45,7 @@ from rolltap.clients.upstream import ModelRequest, Reply, status_error
 from rolltap.dialects.canonical import Dialect, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError
+from rolltap.gateway.answer_record import answer_recorded
 from rolltap.gateway.call_events import CallEvents
 from rolltap.gateway.conversation import Found
 from rolltap.gateway.replay import (
@@ -58,7 +59,6 @@ from rolltap.gateway.replay import (
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
 from rolltap.gateway.streaming import StreamRelay, events_of
-from rolltap.gateway.summaries import answer_recorded
 from rolltap.http.errors import error_response
 
 __all__ = ["ModelCall", "Path", "path_of"]
@@ -150,7 +150,7 @@ class ModelCall(CallEvents):
         if not response.prepared:
             await response.prepare(self.request)
         await response.write_eof()
-        self.outcome.delivered = True
+        self.delivery.delivered = True
         return response
 
     async def replay(self, answer: Answer) -> web.StreamResponse:
@@ -185,15 +185,15 @@ class ModelCall(CallEvents):
         replay.settle`); the rollout's book."""
         try:
             return settle(
-                book, self.lookup, self.outcome, self.body, self.answer_for_replay,
+                book, self.lookup, self.delivery, self.body, self.answer_for_replay,
                 max_bytes=max_bytes,
             )  # fmt: skip
         except RolltapError:
             # a relayed answer the canonical model cannot read (a relay passes any):
             # not replayable, but a retry is still linked to this call
-            self.outcome.answered = False
+            self.delivery.answered = False
             return settle(
-                book, self.lookup, self.outcome, self.body, self.answer_for_replay,
+                book, self.lookup, self.delivery, self.body, self.answer_for_replay,
                 max_bytes=max_bytes,
             )  # fmt: skip
 
@@ -301,7 +301,7 @@ class ModelCall(CallEvents):
             self.record_reply(reply, relay.recorded())
         elif self.response is None:  # no event stream: the body went unwritten
             return False
-        self.outcome.delivered = True
+        self.delivery.delivered = True
         return True
 
     async def fail(self, err: RolltapError) -> web.StreamResponse:
@@ -309,7 +309,7 @@ class ModelCall(CallEvents):
         self.record_error(err)
         resp, frames = self.response, self.frames
         if resp is None or frames is None:
-            self.outcome.delivered = True  # handed to aiohttp
+            self.delivery.delivered = True  # handed to aiohttp
             return error_response(err, self.harness.error_body)
         await resp.write(frames.error(err))
         await resp.write_eof()

@@ -21,7 +21,7 @@ from rolltap.dialects.canonical import Dialect
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
 from rolltap.events import EventKind
 from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
-from rolltap.gateway.replay import NOT_A_RETRY, Answer, Lookup, Outcome
+from rolltap.gateway.replay import NOT_A_RETRY, Answer, Delivery, Lookup
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
 
@@ -34,7 +34,7 @@ class CallEvents:
     """The events of one intercepted model call, and the state they are made from."""
 
     __slots__ = (
-        "answered", "body", "found", "harness", "intercept", "lookup", "outcome", "pending",
+        "answered", "body", "delivery", "found", "harness", "intercept", "lookup", "pending",
         "prefix", "replica", "requested", "rollout", "stats", "stream", "t_first",
         "t_headers", "upstream_name",
     )  # fmt: skip
@@ -49,7 +49,7 @@ class CallEvents:
         #: what the events name as the upstream dialect
         self.upstream_name: str = rollout.upstream.name
         #: whether this call is an SDK retry, of which call, with an answer to replay
-        self.lookup, self.outcome = lookup, Outcome(intercept.id)
+        self.lookup, self.delivery = lookup, Delivery(intercept.id)
         #: what the rollout's conversations knew of the body when it was validated
         self.found = found
         #: leading messages of the body the rollout sent before (the index's match)
@@ -141,7 +141,7 @@ class CallEvents:
             "timing": self._timing(),
         }
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
-        self.answered, self.outcome.answered = payload, True
+        self.answered, self.delivery.answered = payload, True
         self.stats.record_response(payload["usage"], payload.get("tokens"))
         self.rollout.add_usage(payload["usage"])
 
@@ -176,7 +176,7 @@ class CallEvents:
         if isinstance(err, UpstreamStatusError):
             payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         self.rollout.log.append(EventKind.MODEL_ERROR, payload)
-        self.outcome.error_status = http_status_of(err)
+        self.delivery.error_status = http_status_of(err)
         self.stats.record_error(err.code)
 
     def _timing(self) -> dict[str, float | None]:

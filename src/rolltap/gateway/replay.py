@@ -208,8 +208,9 @@ def replayed_fields(recorded: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class Outcome:
-    """How a call ended, as far as a retry of it is concerned."""
+class Delivery:
+    """How a call's answer was delivered, as far as a retry of it is concerned: whether it
+    arrived, whether it reached the harness, the error status the harness got instead."""
 
     call_id: str
     delivered: bool = False
@@ -219,7 +220,7 @@ class Outcome:
 
 
 def settle(
-    book: ReplayBook | None, lookup: Lookup, outcome: Outcome, body: Mapping[str, Any],
+    book: ReplayBook | None, lookup: Lookup, delivery: Delivery, body: Mapping[str, Any],
     answer: Callable[[], Answer], *, max_bytes: int,
 ) -> ReplayBook | None:  # fmt: skip
     """Remember what a retry of this call will need; the rollout's book (made on first need).
@@ -230,15 +231,15 @@ def settle(
     """
     keyed = lookup.key is not None
     if lookup.replay is not None:
-        if outcome.delivered and not keyed and book is not None:
+        if delivery.delivered and not keyed and book is not None:
             book.forget(lookup.request)
         return book
-    if outcome.answered and (keyed or not outcome.delivered):
-        kept = Kept(outcome.call_id, answer(), lookup.digest_of(body))
-    elif not outcome.delivered or (
-        outcome.error_status is not None and retried_status(outcome.error_status)
+    if delivery.answered and (keyed or not delivery.delivered):
+        kept = Kept(delivery.call_id, answer(), lookup.digest_of(body))
+    elif not delivery.delivered or (
+        delivery.error_status is not None and retried_status(delivery.error_status)
     ):
-        kept = Kept(outcome.call_id, None, lookup.digest_of(body))
+        kept = Kept(delivery.call_id, None, lookup.digest_of(body))
     else:
         return book
     book = book if book is not None else ReplayBook(max_bytes=max_bytes)

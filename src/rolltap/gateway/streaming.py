@@ -6,7 +6,7 @@ answer made into a stream.
 end of stream; ``recorded`` for the response event):
 
 - chat to chat (the fast path): bytes relayed as they came, chunks folded by
-  :class:`~rolltap.gateway.summaries.ChatStreamAccumulator` once they are on their way
+  :class:`~rolltap.gateway.answer_record.ChatStreamAccumulator` once they are on their way
   (a chunk's fold waits for the next chunk, or the end: what a read of many events
   brings reaches the harness before it is folded); the usage-only chunk is withheld
   when the gateway itself asked for it; with a server-side token capture each chunk
@@ -43,7 +43,7 @@ from rolltap.dialects.canonical import (
 from rolltap.dialects.sse import SSEEvent, SSESplitter, encode_data
 from rolltap.dialects.streams import StreamParser, StreamRenderer, stream_parser
 from rolltap.errors import UpstreamProtocolError
-from rolltap.gateway.summaries import (
+from rolltap.gateway.answer_record import (
     ChatStreamAccumulator,
     StreamFolder,
     chat_stream_recorded,

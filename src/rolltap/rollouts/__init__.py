@@ -5,14 +5,15 @@
 ...     print(result.summary)
 """
 
+from rolltap.results.passk import PASS_THRESHOLD, pass_at_k
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.summary import summarize
 from rolltap.rollouts.api import Hooks, RunResult, evaluate, execute, resume
 from rolltap.rollouts.config import LimitsConfig, RunConfig, load_run_config
 from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult, load_harness
-from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.rewards import BUILTIN_REWARDS, RewardSpec, Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.subprocess_harness import command_harness
-from rolltap.rollouts.summary import PASS_THRESHOLD, pass_at_k, summarize
 from rolltap.rollouts.tasks import Task, load_tasks
 
 __all__ = [

@@ -23,15 +23,16 @@ from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
 from rolltap.otel import open_tracer, otel_enabled
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.statuses import DONE_STATUSES
+from rolltap.results.summary import summarize
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness
 from rolltap.rollouts.prepare import Plan, prepare
 from rolltap.rollouts.recorder import StoreRecorder
-from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.runner import Runner, WorkItem
-from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task, load_tasks
-from rolltap.rollouts.workplan import DONE_STATUSES, plan_resume
+from rolltap.rollouts.workplan import plan_resume
 from rolltap.store import LeaseKeeper, RunInfo, Store, WriterStats
 from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer

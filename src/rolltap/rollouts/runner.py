@@ -25,16 +25,16 @@ import httpx2
 
 from rolltap.errors import RolltapError, StoreBusyError, StoreError
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
-from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
-from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
-from rolltap.rollouts.results import (
-    NO_MODEL_CALLS,
+from rolltap.results.failure import last_model_error
+from rolltap.results.rollout import (
     RolloutResult,
     call_stats,
-    failure_of,
     made_no_model_calls,
     no_model_calls_note,
 )
+from rolltap.results.statuses import HARNESS_RAN_STATUSES, REWARD_ERROR
+from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
+from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
 from rolltap.rollouts.unsaved import Unsaved, is_fatal
@@ -274,11 +274,9 @@ class Runner:
         hit = rollout.limit_reached
         status = "limit_reached" if hit and outcome.status != "cancelled" else outcome.status
         result.status, result.answer, result.error = status, outcome.answer, outcome.error
-        if status in ("completed", "limit_reached", "failed", "timeout"):
+        if status in HARNESS_RAN_STATUSES:
             await self._score(task, list(rollout.log), result)
-        failure = failure_of(status, rollout.log, result.error)
-        if result.error_code is None and failure is not None:
-            result.error_code, result.error_message = failure
+        result.name_failure(last_model_error(rollout.log))
         result.calls = call_stats(rollout.log)
         if made_no_model_calls(status, result.calls):
             result.no_model_calls = True
@@ -296,7 +294,7 @@ class Runner:
             # A crashing reward function is this rollout's error, recorded, not the run's.
             result.status, result.reward = "error", None
             result.error = f"reward: {type(exc).__name__}: {exc}"
-            result.error_code, result.error_message = "reward_error", result.error
+            result.error_code, result.error_message = REWARD_ERROR, result.error
 
     async def _final_commit(
         self, session_id: str | None, events: EventLog | None, result: RolloutResult,
@@ -309,12 +307,7 @@ class Runner:
         events = EventLog() if events is None else events
         if result.reward is not None:
             events.append(EventKind.REWARD, {"reward": result.reward, **result.components})
-        events.append(
-            EventKind.STATUS,
-            {"status": result.status, "error": result.error, "limit": limit,
-             "answer": result.answer, **_error_fields(result),
-             **({NO_MODEL_CALLS: True} if result.no_model_calls else {})},
-        )  # fmt: skip
+        events.append(EventKind.STATUS, result.status_payload(limit))
         self._unsaved.ended(session_id, events, result.status, result.reward)
         if self.store_failure is not None:
             return  # the store gave up: kept for the unsaved-sessions file
@@ -328,11 +321,3 @@ class Runner:
             result.error_code, result.error_message = err.code, err.message
             result.commit_failed = True
         self._unsaved.saved(session_id)
-
-
-def _error_fields(result: RolloutResult) -> dict[str, Any]:
-    """The failure's code and message in the status event, so the store's ``error_code``
-    column says what the run's summary says (a registration or reward error included)."""
-    if result.error_code is None:
-        return {}
-    return {"error_code": result.error_code, "error_message": result.error_message}

@@ -7,16 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rolltap.errors import ConfigError
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.statuses import DONE_STATUSES
 from rolltap.rollouts.config import RunConfig
-from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.runner import WorkItem
 from rolltap.rollouts.tasks import Task, load_tasks, task_from_dict
 from rolltap.store import SessionInfo, Store
 
-__all__ = ["DONE_STATUSES", "plan_resume"]
-
-#: statuses a resume keeps
-DONE_STATUSES = frozenset({"completed", "limit_reached"})
+__all__ = ["plan_resume"]
 
 
 def _key(session: SessionInfo) -> tuple[str, int] | None:

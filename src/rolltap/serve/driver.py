@@ -28,6 +28,8 @@ from typing import Any
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError, RolltapError, ServiceFullError, WorkersLostError
 from rolltap.otel import otel_enabled
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.summary import summarize
 from rolltap.rollouts.api import (
     LOCAL_SAMPLING,
     Hooks,
@@ -41,9 +43,7 @@ from rolltap.rollouts.api import (
 )
 from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT, RunConfig
 from rolltap.rollouts.prepare import prepare
-from rolltap.rollouts.results import RolloutResult
 from rolltap.rollouts.runner import WorkItem
-from rolltap.rollouts.summary import summarize
 from rolltap.rollouts.tasks import Task
 from rolltap.rollouts.workplan import plan_resume
 from rolltap.serve.batches import Batch

@@ -22,13 +22,7 @@ from rolltap.store.errors import (
 from rolltap.store.lease import LeaseInfo
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S, LeaseKeeper
 from rolltap.store.migrate import upgrade
-from rolltap.store.models import (
-    FAILED_STATUSES,
-    STATUSES,
-    CommitResult,
-    RunInfo,
-    SessionInfo,
-)
+from rolltap.store.models import CommitResult, RunInfo, SessionInfo
 from rolltap.store.store import Store
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url, resolve_store_url
 from rolltap.store.writer import InjectedFault, WriterHooks, WriterStats
@@ -36,9 +30,7 @@ from rolltap.store.writer import InjectedFault, WriterHooks, WriterStats
 __all__ = [
     "DEFAULT_LEASE_TTL_S",
     "DEFAULT_STORE_URL",
-    "FAILED_STATUSES",
     "FORMAT_VERSION",
-    "STATUSES",
     "STORE_ENV",
     "CommitResult",
     "Event",

@@ -9,16 +9,17 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from rolltap.results.statuses import FAILED_STATUSES, UNFINISHED_STATUSES
 from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
 from rolltap.store.fence import check_fences
-from rolltap.store.models import FAILED_STATUSES, UNFINISHED_STATUSES, RunInfo, SessionInfo
+from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
-from rolltap.store.outcome import SessionMetrics, duration_of, task_id_of
 from rolltap.store.reader import exists, fetch_session
 from rolltap.store.rollup import NO_TASK, Facts, Rollup
 from rolltap.store.rollup_sql import apply_rollup, drop_rollups, rebuild_rollups
 from rolltap.store.schema import events, leases, runs, sessions
 from rolltap.store.serialize import dump_doc, row_event
+from rolltap.store.session_columns import SessionMetrics, duration_of, task_id_of
 
 __all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp"]
 

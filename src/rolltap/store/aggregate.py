@@ -2,7 +2,7 @@
 sessions or events.
 
 :func:`run_summaries` gives, for any number of runs, the summary ``rolltap eval``
-prints (:func:`rolltap.rollouts.summary.summarize`'s shape) in three queries; what only
+prints (:class:`rolltap.results.RunSummary`'s JSON form) in three queries; what only
 a run's events can say — per-call latency percentiles, model call counts — is ``None``
 there and comes from the summary a run's owner stored (:func:`stored_summary`).
 :func:`histograms` gives rewards, durations and tokens per rollout in fixed bins.

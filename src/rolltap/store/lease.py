@@ -18,15 +18,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from rolltap.results.statuses import INTERRUPTED, UNFINISHED_STATUSES
 from rolltap.store.errors import StoreFencedError, StoreNotFoundError
-from rolltap.store.models import UNFINISHED_STATUSES
 from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas
 from rolltap.store.rollup import Rollup
 from rolltap.store.rollup_sql import apply_rollup
 from rolltap.store.schema import leases, runs, sessions
 
 __all__ = [
-    "INTERRUPTED",
     "AcquireLeaseOp",
     "LeaseInfo",
     "ReleaseLeaseOp",
@@ -36,7 +35,6 @@ __all__ = [
     "status_filter",
 ]
 
-INTERRUPTED = "interrupted"
 _UNFINISHED = sorted(UNFINISHED_STATUSES)
 
 

@@ -1,7 +1,6 @@
-"""What the store hands back: runs, sessions, commit results; and the session statuses.
+"""What the store hands back: runs, sessions, commit results; and the status check.
 
->>> is_finished("completed"), is_failed("timeout"), is_failed("completed")
-(True, True, False)
+The statuses themselves are the results vocabulary (:mod:`rolltap.results.statuses`).
 """
 
 from __future__ import annotations
@@ -11,50 +10,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.events import ID_LENGTH
+from rolltap.results.statuses import STATUSES
 from rolltap.store.errors import StoreValidationError
 from rolltap.store.schema import NODE_ID_LENGTH, WORKER_ID_LENGTH
 
 __all__ = [
-    "FAILED_STATUSES",
-    "STATUSES",
-    "UNFINISHED_STATUSES",
     "CommitResult",
     "RunInfo",
     "SessionInfo",
     "check_id",
     "check_placement",
     "check_status",
-    "is_failed",
-    "is_finished",
 ]
-
-#: every status a session may have
-STATUSES = frozenset(
-    {
-        "pending",
-        "running",
-        "completed",
-        "limit_reached",
-        "failed",
-        "timeout",
-        "error",
-        "cancelled",
-        "worker_lost",
-        "interrupted",
-    }
-)
-#: statuses of sessions that have not finished
-UNFINISHED_STATUSES = frozenset({"pending", "running"})
-#: statuses counted as failures
-FAILED_STATUSES = frozenset({"failed", "timeout", "error", "worker_lost", "interrupted"})
-
-
-def is_finished(status: str) -> bool:
-    return status not in UNFINISHED_STATUSES
-
-
-def is_failed(status: str) -> bool:
-    return status in FAILED_STATUSES
 
 
 def check_status(status: str) -> str:

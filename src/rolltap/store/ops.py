@@ -22,14 +22,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import StoreError
 from rolltap.events import Event, EventLog
+from rolltap.results.statuses import is_failed, is_finished
 from rolltap.store.errors import ForkDependencyError, StoreConflictError
 from rolltap.store.fence import check_fences
-from rolltap.store.models import CommitResult, is_failed, is_finished
-from rolltap.store.outcome import SessionMetrics, duration_of
+from rolltap.store.models import CommitResult
 from rolltap.store.rollup import Rollup
 from rolltap.store.rollup_sql import apply_rollup, facts_of
 from rolltap.store.schema import events, runs, sessions
 from rolltap.store.serialize import event_rows
+from rolltap.store.session_columns import SessionMetrics, duration_of
 
 # commit tokens: unique per process (random prefix) and cheap (a counter)
 _TOKENS = (f"{uuid.uuid4().hex[:16]}{n:016x}" for n in itertools.count())

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rolltap.store.runstats import PASS_THRESHOLD
+from rolltap.results.passk import PASS_THRESHOLD
 
 __all__ = [
     "LOG",

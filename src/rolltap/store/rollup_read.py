@@ -1,5 +1,8 @@
 """Reading runs' aggregates (``rolltap_run_stats``): summaries, histograms, interrupted counts.
 
+What the rows mean (statuses, errors, pass@k groups) is :class:`rolltap.results.Rollups`;
+the summary made of them :class:`rolltap.results.RunSummary`.
+
 Two queries for any number of runs — their stat rows (a bounded number per run:
 statuses, error codes, histogram bins, pass@k groups) and their leases — whatever the
 runs' sizes. An unfinished session of a run whose lease expired reads ``interrupted``
@@ -11,93 +14,32 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from rolltap.store.lease import INTERRUPTED
-from rolltap.store.models import UNFINISHED_STATUSES
+from rolltap.results.rollups import Rollups
+from rolltap.results.summary import RunSummary
 from rolltap.store.rollup import LOG, bin_edges
-from rolltap.store.runstats import pass_at, reward_stats
 from rolltap.store.schema import leases, run_stats
 
 __all__ = ["RunStats", "read_run_stats"]
 
 #: at most this many bars in a histogram (adjacent bins merge beyond it)
 MAX_BARS = 40
-_NO_PERCENTILES = {"p50": None, "p90": None, "p99": None}
 _HISTOGRAMS = {"reward": "bin_reward", "duration_s": "bin_duration", "tokens": "bin_tokens"}
 
 
 @dataclass(slots=True)
-class RunStats:
-    """One run's aggregate rows: ``rows[(stat, key)] = (n, total, message)``."""
-
-    rows: dict[tuple[str, str], tuple[int, float, str | None]] = field(default_factory=dict)
-    #: whether the run's lease expired (its unfinished sessions read interrupted)
-    expired: bool = False
-
-    def n(self, stat: str, key: str = "") -> int:
-        return self.rows.get((stat, key), (0, 0.0, None))[0]
-
-    def total(self, stat: str, key: str = "") -> float:
-        return self.rows.get((stat, key), (0, 0.0, None))[1]
-
-    def keyed(self, stat: str) -> dict[str, tuple[int, float, str | None]]:
-        return {k: v for (s, k), v in self.rows.items() if s == stat and v[0]}
-
-    def statuses(self) -> dict[str, int]:
-        """Sessions by status as readers see them."""
-        out: dict[str, int] = {}
-        for status, (n, _t, _m) in self.keyed("status").items():
-            shown = INTERRUPTED if self.expired and status in UNFINISHED_STATUSES else status
-            out[shown] = out.get(shown, 0) + n
-        return dict(sorted(out.items()))
-
-    def interrupted(self) -> tuple[int, int]:
-        """(unfinished sessions read as interrupted, all interrupted sessions)."""
-        read_so = sum(self.n("status", s) for s in UNFINISHED_STATUSES) if self.expired else 0
-        return read_so, read_so + self.n("status", INTERRUPTED)
-
-    def errors(self) -> dict[str, dict[str, Any]]:
-        """Failed sessions by error code (most first), with the earliest's message."""
-        found = self.keyed("error")
-        ordered = sorted(found.items(), key=lambda item: (-item[1][0], item[0]))
-        return {code: {"count": n, "first_message": msg} for code, (n, _t, msg) in ordered}
-
-    def pass_groups(self) -> list[tuple[int, int, int]]:
-        out = []
-        for key, (tasks, _t, _m) in self.keyed("pass").items():
-            rewarded, passed = key.split("/")
-            out.append((int(rewarded), int(passed), tasks))
-        return out
+class RunStats(Rollups):
+    """One run's aggregate rows (:class:`rolltap.results.Rollups`) and their histograms."""
 
     def summary(self, rollouts: int, r: int) -> dict[str, Any]:
-        """The run's summary (:func:`rolltap.rollouts.summary.summarize`'s shape); what
-        only its events can say (latency percentiles, model calls) is ``None``."""
-        durations = self.n("duration")
-        out: dict[str, Any] = {
-            "rollouts": rollouts,
-            "statuses": self.statuses(),
-            "reward": reward_stats(self.n("reward"), self.total("reward"), self.total("reward_sq")),
-            "tokens": {
-                "prompt": round(self.total("tokens", "prompt")),
-                "completion": round(self.total("tokens", "completion")),
-            },
-            "model_calls": None,
-            "model_errors": None,
-            "no_model_calls": None,
-            "token_drift": None,
-            "errors": self.errors(),
-            "latency_ms": dict(_NO_PERCENTILES),
-            "ttfc_ms": dict(_NO_PERCENTILES),
-            "duration_s": {"mean": self.total("duration") / durations if durations else None},
-        }
-        if r > 1:
-            out["pass_at_k"] = pass_at(self.pass_groups(), r)
-        return out
+        """The run's summary (:class:`rolltap.results.RunSummary`'s JSON form); what only
+        its events can say (latency percentiles, model calls) is ``None``."""
+        return RunSummary.of_rollups(self, rollouts=rollouts, r=r).to_dict()
 
     def histograms(self) -> dict[str, dict[str, Any]]:
         """Rewards, durations and tokens per rollout in their fixed bins, from the least

@@ -102,7 +102,7 @@ sessions = Table(
     Column("parent_id", String(ID_LENGTH), ForeignKey("rolltap_sessions.id"), nullable=True),
     Column("fork_at", Integer, nullable=True),
     Column("last_commit", String(32), nullable=True),
-    # derived from the history by every commit (see rolltap.store.outcome), so a run's
+    # derived from the history by every commit (see rolltap.store.session_columns), so a run's
     # sessions page, sort, filter and aggregate in SQL without reading events
     Column("task_id", String(255), nullable=True),
     Column("error_code", String(64), nullable=True),

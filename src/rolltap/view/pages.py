@@ -12,7 +12,8 @@ from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import UsageError
-from rolltap.store import STATUSES, Store
+from rolltap.results.statuses import STATUSES
+from rolltap.store import Store
 from rolltap.store.aggregate import summary_of_run
 from rolltap.store.browse import (
     SESSION_SORTS,

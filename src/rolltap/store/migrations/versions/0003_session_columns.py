@@ -1,7 +1,7 @@
 """Sessions' task, error code, tokens and duration as indexed columns; runs' stored summary.
 
 Older sessions are backfilled from their events (a fork's inherited prefix included),
-with the rule every commit applies (``rolltap.store.outcome``).
+with the rule every commit applies (``rolltap.store.session_columns``).
 
 Revision ID: 0003
 Revises: 0002
@@ -20,7 +20,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
 from rolltap.events import Event
-from rolltap.store.outcome import SessionMetrics, duration_of, task_id_of
+from rolltap.store.session_columns import SessionMetrics, duration_of, task_id_of
 
 revision = "0003"
 down_revision = "0002"

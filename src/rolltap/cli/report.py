@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rolltap.rollouts.results import RolloutResult
-from rolltap.store import FAILED_STATUSES, WriterStats
+from rolltap.results.rollout import RolloutResult
+from rolltap.results.statuses import FAILED_STATUSES
+from rolltap.store import WriterStats
 from rolltap.store.figures import fmt_ms
 
 __all__ = ["ProgressReporter", "render_compare", "render_summary", "render_workers"]

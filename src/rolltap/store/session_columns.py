@@ -1,9 +1,9 @@
-"""What a session's history says about it: tokens, duration, and why it failed.
+"""A session row's derived columns: what its history says of tokens, duration, failure.
 
 Every commit keeps these in the session's row (``task_id``, ``error_code``,
 ``error_message``, ``prompt_tokens``, ``completion_tokens``, ``duration_s``), so a run's
 sessions page, sort, filter and aggregate in SQL without reading their events. The
-rule for a failure's code is the one ``rolltap eval`` reports:
+failure's code is the one rule ``rolltap eval`` reports by (:mod:`rolltap.results.failure`):
 
 >>> m = SessionMetrics()
 >>> m.add([Event(0, "model_error", 1.0, {"code": "upstream_timeout", "message": "slow"})])
@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.events import Event, EventKind
-from rolltap.store.models import FAILED_STATUSES
+from rolltap.results.failure import FailureTrace
 
-__all__ = ["HARNESS_ERROR", "SessionMetrics", "duration_of", "task_id_of"]
+__all__ = ["SessionMetrics", "duration_of", "task_id_of"]
 
-#: the error code of a failed rollout whose model calls did not fail
-HARNESS_ERROR = "harness_error"
 _CODE_LENGTH = 64
 _TASK_ID_LENGTH = 255
 
@@ -34,22 +32,13 @@ def _number(value: Any) -> int:
     return 0
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
 @dataclass(slots=True)
-class SessionMetrics:
-    """Running totals over a session's events, extended by each commit's new events."""
+class SessionMetrics(FailureTrace):
+    """Running totals over a session's events, extended by each commit's new events: the
+    tokens, and what the events say of a failure (:class:`FailureTrace`)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    #: (code, message) of the last ``model_error``
-    model_error: tuple[str, str | None] | None = None
-    #: the last ``status`` event's ``error`` text, and the code its owner named
-    status_error: str | None = None
-    status_code: str | None = None
-    status_message: str | None = None
 
     @classmethod
     def of(cls, events: Iterable[Event]) -> SessionMetrics:
@@ -60,36 +49,13 @@ class SessionMetrics:
     def add(self, events: Iterable[Event]) -> None:
         """Count ``events`` (those past what was already counted)."""
         for event in events:
-            payload = event.payload
             if event.kind == EventKind.MODEL_RESPONSE:
-                usage = payload.get("usage")
+                usage = event.payload.get("usage")
                 if isinstance(usage, Mapping):
                     self.prompt_tokens += _number(usage.get("prompt_tokens"))
                     self.completion_tokens += _number(usage.get("completion_tokens"))
-            elif event.kind == EventKind.MODEL_ERROR:
-                code = payload.get("code") or "model_error"
-                self.model_error = (str(code), _text(payload.get("message")))
-            elif event.kind == EventKind.STATUS:
-                self.status_error = _text(payload.get("error"))
-                self.status_code = _text(payload.get("error_code"))
-                self.status_message = _text(payload.get("error_message"))
-
-    def failure(self, status: str) -> tuple[str, str] | None:
-        """``(code, message)`` of a session that ended in a failed status, else ``None``.
-
-        The code its owner stored in the status event (``error_code``, with
-        ``error_message``) first; else the
-        last ``model_error``'s code and message; else :data:`HARNESS_ERROR` (the model
-        calls answered, the harness failed) with the status event's ``error``.
-        """
-        if status not in FAILED_STATUSES:
-            return None
-        if self.status_code is not None:
-            return self.status_code, self.status_message or self.status_error or status
-        if self.model_error is not None:
-            code, message = self.model_error
-            return code, message or self.status_error or status
-        return HARNESS_ERROR, self.status_error or status
+            else:
+                self.see(event)
 
     def columns(self, status: str, duration_s: float | None) -> dict[str, Any]:
         """The session row's derived columns under ``status`` (see :func:`duration_of`)."""

@@ -1,4 +1,8 @@
-"""What one rollout produced, and the numbers the summary needs from its event log."""
+"""What one rollout produced, and the numbers the summary needs from its event log.
+
+The events are read by kind and payload only (:class:`~rolltap.results.failure.EventLike`):
+``rolltap.store.Event`` and anything shaped like it.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolltap.store import FAILED_STATUSES, Event, EventKind
-from rolltap.store.outcome import HARNESS_ERROR
+from rolltap.results.failure import EventLike, failure_of
+from rolltap.results.statuses import DONE_STATUSES, HARNESS_RAN_STATUSES, NO_MODEL_CALLS
 
 __all__ = [
-    "HARNESS_ERROR",
-    "NO_MODEL_CALLS",
     "CallStats",
     "RolloutResult",
     "call_stats",
-    "failure_of",
     "made_no_model_calls",
     "no_model_calls_note",
 ]
 
-#: the ``note`` event's text (and the result's, the summary's field) for a rollout that
-#: ended without a model call
-NO_MODEL_CALLS = "no_model_calls"
-#: statuses in which the harness ran to an end of its own (a cancelled rollout may never
-#: have started it; an ``error`` one may have failed before it)
-_HARNESS_RAN = frozenset({"completed", "limit_reached", "failed", "timeout"})
+_MODEL_RESPONSE, _MODEL_ERROR = "model_response", "model_error"
 
 
 @dataclass(slots=True)
@@ -48,13 +44,13 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def call_stats(events: Iterable[Event]) -> CallStats:
+def call_stats(events: Iterable[EventLike]) -> CallStats:
     """Tokens, drifted turns and latencies from ``model_response`` / ``model_error`` events."""
     stats = CallStats()
     for event in events:
-        if event.kind == EventKind.MODEL_ERROR:
+        if event.kind == _MODEL_ERROR:
             stats.errors += 1
-        if event.kind != EventKind.MODEL_RESPONSE:
+        if event.kind != _MODEL_RESPONSE:
             continue
         stats.calls += 1
         usage = event.payload.get("usage") or {}
@@ -76,7 +72,7 @@ def made_no_model_calls(status: str, stats: CallStats) -> bool:
     """Whether a rollout that ended in ``status`` made no model call at all: no answer
     and no error, so its reward (a harness that printed the task scores 1) is not the
     model's."""
-    return status in _HARNESS_RAN and stats.calls == 0 and stats.errors == 0
+    return status in HARNESS_RAN_STATUSES and stats.calls == 0 and stats.errors == 0
 
 
 def no_model_calls_note() -> dict[str, Any]:
@@ -85,32 +81,14 @@ def no_model_calls_note() -> dict[str, Any]:
     return {"text": NO_MODEL_CALLS, "data": {"message": message + "nothing about the model"}}
 
 
-def failure_of(status: str, events: Iterable[Event], error: str | None) -> tuple[str, str] | None:
-    """``(code, message)`` of a rollout that ended in a failed status, else ``None``.
-
-    The code is its last ``model_error`` event's (``upstream_unreachable``, …) with that
-    event's message; a rollout whose model calls all answered failed in its harness
-    (:data:`HARNESS_ERROR`, with ``error``, the status event's message).
-    """
-    if status not in FAILED_STATUSES:
-        return None
-    last: Event | None = None
-    for event in events:
-        if event.kind == EventKind.MODEL_ERROR:
-            last = event
-    if last is not None:
-        code, message = last.payload.get("code"), last.payload.get("message")
-        return str(code or "model_error"), str(message or error or status)
-    return HARNESS_ERROR, error or status
-
-
 @dataclass(slots=True)
 class RolloutResult:
     """One rollout: which (task, sample), how it ended, its answer and reward.
 
     ``reward`` is ``None`` for ``error`` and ``cancelled`` rollouts (they say nothing
     about the model); ``failed`` and ``timeout`` rollouts score 0.0. A rollout that did
-    not succeed has an ``error_code`` and ``error_message`` (see :func:`failure_of`);
+    not succeed has an ``error_code`` and ``error_message`` (the rule:
+    :func:`rolltap.results.failure.failure_of`);
     ``commit_failed`` says its final store commit failed. ``no_model_calls`` flags a
     rollout whose harness ran but made not a single model call through the gateway (its
     reward says nothing about the model: see :func:`made_no_model_calls`).
@@ -132,6 +110,27 @@ class RolloutResult:
     #: seconds since the run started when the rollout was admitted
     started_s: float = 0.0
     duration_s: float = 0.0
+
+    def name_failure(self, model_error: tuple[str, str | None] | None) -> None:
+        """Give a failed rollout its error code by the one rule
+        (:func:`~rolltap.results.failure.failure_of`), unless its owner named one already;
+        ``model_error`` is its last model error's (code, message)."""
+        failure = failure_of(self.status, model_error=model_error, error=self.error)
+        if self.error_code is None and failure is not None:
+            self.error_code, self.error_message = failure
+
+    def status_payload(self, limit: str | None = None) -> dict[str, Any]:
+        """The final ``status`` event's payload: how the rollout ended and, when it has
+        one, its failure's code and message (so the store's ``error_code`` column says
+        what the run's summary says, a registration or reward error included)."""
+        payload: dict[str, Any] = {
+            "status": self.status, "error": self.error, "limit": limit, "answer": self.answer,
+        }  # fmt: skip
+        if self.error_code is not None:
+            payload["error_code"], payload["error_message"] = self.error_code, self.error_message
+        if self.no_model_calls:
+            payload[NO_MODEL_CALLS] = True
+        return payload
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,7 +178,7 @@ class RolloutResult:
         status = str(data.get("status") or "error")
         error = _text(data.get("error"))
         code = _text(data.get("error_code"))
-        if code is None and status not in {"completed", "limit_reached"}:
+        if code is None and status not in DONE_STATUSES:
             code = status  # e.g. worker_lost, decided by the supervisor
         return cls(
             task_id=str(data.get("task_id")), sample=int(_number(data.get("sample")) or 0),

@@ -1,28 +1,31 @@
-"""The arithmetic of run summaries: mean reward with a 95% interval, pass@k.
+"""pass@k: the chance that at least one of k rollouts of a task passes.
 
-Shared by ``rolltap eval`` (from its results in memory) and the store's SQL summary of
-a stored run (from sums and counts), so both report the same numbers.
-
-pass@k uses the unbiased estimator of Chen et al. (2021): per task with ``n`` rollouts
-of which ``c`` passed, ``1 - C(n-c, k) / C(n, k)``, averaged over tasks.
+The unbiased estimator of Chen et al. (2021): per task with ``n`` rewarded rollouts of
+which ``c`` passed, ``1 - C(n-c, k) / C(n, k)``, averaged over tasks. A rollout *passes*
+when its reward is at least :data:`PASS_THRESHOLD` (1.0: every weighted component fully
+satisfied). The same arithmetic serves ``rolltap eval`` (from its results in memory)
+and the store's summary of a stored run (from its ``(n, c)`` groups).
 
 >>> round(pass_at_k(4, 1, 1), 3), round(pass_at_k(4, 1, 4), 3)
 (0.25, 1.0)
->>> [round(x, 2) for x in reward_stats(2, 1.0, 1.0)["ci95"]]
-[-0.48, 1.48]
+>>> pass_at([(4, 1, 1), (4, 4, 1)], 2)
+{'pass@1': 0.625, 'pass@2': 0.75}
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
-__all__ = ["PASS_THRESHOLD", "ks_for", "pass_at", "pass_at_k", "reward_stats"]
+__all__ = ["PASS_THRESHOLD", "ks_for", "pass_at", "pass_at_k", "passed"]
 
 #: reward at or above which a rollout counts as passed for pass@k
 PASS_THRESHOLD = 1.0
-_Z95 = 1.959964
+
+
+def passed(reward: float) -> bool:
+    """Whether a rollout with ``reward`` passes."""
+    return reward >= PASS_THRESHOLD
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -49,15 +52,3 @@ def pass_at(groups: Iterable[tuple[int, int, int]], r: int) -> dict[str, float]:
             total = sum(pass_at_k(n, c, k) * tasks for n, c, tasks in counted if n >= k)
             out[f"pass@{k}"] = total / weight
     return out
-
-
-def reward_stats(n: int, total: float, squares: float) -> dict[str, Any]:
-    """Mean and 95% interval of ``n`` rewards from their sum and sum of squares."""
-    if not n:
-        return {"mean": None, "ci95": None, "n": 0}
-    mean = total / n
-    half = 0.0
-    if n > 1:
-        variance = max(0.0, (squares - n * mean * mean) / (n - 1))
-        half = _Z95 * math.sqrt(variance) / math.sqrt(n)
-    return {"mean": mean, "ci95": [mean - half, mean + half], "n": n}

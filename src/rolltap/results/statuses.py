@@ -1,0 +1,74 @@
+"""The results vocabulary: how a rollout (a stored session) can end, and the error codes
+a failed one is reported under.
+
+One definition, used by the store (its ``status`` column and checks), the runner, serve
+and the viewer.
+
+>>> is_finished("completed"), is_failed("timeout"), is_failed("completed")
+(True, True, False)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DONE_STATUSES",
+    "FAILED_STATUSES",
+    "HARNESS_ERROR",
+    "HARNESS_RAN_STATUSES",
+    "INTERRUPTED",
+    "MODEL_ERROR",
+    "NO_MODEL_CALLS",
+    "REWARD_ERROR",
+    "STATUSES",
+    "UNFINISHED_STATUSES",
+    "is_failed",
+    "is_finished",
+]
+
+#: what a session reads as once its run's lease expired while it was unfinished
+INTERRUPTED = "interrupted"
+
+#: every status a session may have
+STATUSES = frozenset(
+    {
+        "pending",
+        "running",
+        "completed",
+        "limit_reached",
+        "failed",
+        "timeout",
+        "error",
+        "cancelled",
+        "worker_lost",
+        INTERRUPTED,
+    }
+)
+#: statuses of sessions that have not finished
+UNFINISHED_STATUSES = frozenset({"pending", "running"})
+#: statuses counted as failures (a failed rollout has an error code: :mod:`.failure`)
+FAILED_STATUSES = frozenset({"failed", "timeout", "error", "worker_lost", INTERRUPTED})
+#: statuses of rollouts that ran to their end and need not run again on resume
+DONE_STATUSES = frozenset({"completed", "limit_reached"})
+#: statuses in which the harness ran to an end of its own (a cancelled rollout may never
+#: have started it; an ``error`` one may have failed before it)
+HARNESS_RAN_STATUSES = frozenset({"completed", "limit_reached", "failed", "timeout"})
+
+#: the error code of a failed rollout whose model calls did not fail
+HARNESS_ERROR = "harness_error"
+#: the error code of a ``model_error`` event that named none
+MODEL_ERROR = "model_error"
+#: the error code of a rollout whose reward function crashed
+REWARD_ERROR = "reward_error"
+#: the ``note`` event's text (and the result's, the summary's field) for a rollout that
+#: ended without a model call
+NO_MODEL_CALLS = "no_model_calls"
+
+
+def is_finished(status: str) -> bool:
+    """Whether a session in ``status`` has ended."""
+    return status not in UNFINISHED_STATUSES
+
+
+def is_failed(status: str) -> bool:
+    """Whether ``status`` counts as a failure."""
+    return status in FAILED_STATUSES
