@@ -24,8 +24,8 @@ from rolltap.gateway.pinning import ReplicaPin
 from rolltap.gateway.replay import ReplayBook
 from rolltap.http.auth import tokens_match
 from rolltap.pool import Lease
+from rolltap.store import ID_LENGTH
 from rolltap.store.events import EventLog
-from rolltap.store.schema import ID_LENGTH
 
 __all__ = [
     "SESSION_KEY", "Host", "Intercept", "Rollout", "new_rollout_id", "new_secret",

@@ -31,8 +31,7 @@ from typing import Any, Protocol
 
 from rolltap.errors import SessionExistsError, StoreError
 from rolltap.gateway.rollout import SESSION_KEY, Rollout
-from rolltap.store import CommitResult, EventLog, SessionInfo
-from rolltap.store.errors import StoreConflictError
+from rolltap.store import CommitResult, EventLog, SessionInfo, StoreConflictError
 
 __all__ = ["SESSION_KEY", "SessionStore", "StoreRecorder"]
 

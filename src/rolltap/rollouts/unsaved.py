@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from rolltap.errors import StoreError
-from rolltap.store import EventLog, SessionInfo
-from rolltap.store.errors import StoreFullError, StoreUnavailableError
+from rolltap.store import EventLog, SessionInfo, StoreFullError, StoreUnavailableError
 
 __all__ = ["Unsaved", "is_fatal"]
 

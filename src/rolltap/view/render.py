@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 import orjson
 
 from rolltap import __version__
-from rolltap.store.browse import RunRow
+from rolltap.store import RunRow
 from rolltap.store.figures import fmt_ms
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""The plain-text rendering of a :class:`~rolltap.store.transcript_model.Transcript`.
+"""The plain-text rendering of a :class:`~rolltap.exports.transcript_model.Transcript`.
 
 One or more lines per entry; the event's seq starts the first line of each event.
 
->>> from rolltap.store.transcript_model import ModelCall, Reply, Said, ToolCall
+>>> from rolltap.exports.transcript_model import ModelCall, Reply, Said, ToolCall
 >>> t = Transcript((Reply(3, 0), Said("assistant", "Checking.", 3, 0),
 ...                 ToolCall("get_weather", '{"city": "Paris"}', "c1", 3, 0)),
 ...                (ModelCall(status=200, finish_reason="tool_calls", total_ms=12.0),))
@@ -14,7 +14,7 @@ One or more lines per entry; the event's seq starts the first line of each event
 
 from __future__ import annotations
 
-from rolltap.store.transcript_model import (
+from rolltap.exports.transcript_model import (
     CallError,
     Entry,
     Marker,

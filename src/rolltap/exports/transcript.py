@@ -6,7 +6,7 @@ model's own reply, which the next request repeats: a request's leading assistant
 that repeats the previous reply (or part of it) is dropped; one that differs is the
 harness's own edit and is shown.
 
->>> from rolltap.store.events import Event
+>>> from rolltap.store import Event
 >>> t = build_transcript([
 ...     Event(0, "model_request", 0.0, {"intercept_id": "i1", "dialect": "chat",
 ...           "messages": [{"role": "user", "content": "2+2?"}], "params": {}}),
@@ -24,8 +24,7 @@ from typing import Any
 
 import orjson
 
-from rolltap.store.events import Event
-from rolltap.store.transcript_model import (
+from rolltap.exports.transcript_model import (
     CallError,
     Entry,
     Marker,
@@ -37,7 +36,8 @@ from rolltap.store.transcript_model import (
     ToolResult,
     Transcript,
 )
-from rolltap.store.transcript_parts import body_entries, message_entries, system_entries
+from rolltap.exports.transcript_parts import body_entries, message_entries, system_entries
+from rolltap.store import Event
 
 __all__ = ["build_transcript"]
 
@@ -136,7 +136,9 @@ class _Builder:
         self._by_intercept[str(call.intercept_id)] = index
         self._put(Request(), seq, index)
         for entry in system_entries(dialect, params):
-            if isinstance(entry, Said) and entry.text != self._system:
+            if not isinstance(entry, Said):  # a system prompt that does not parse
+                self._put(entry, seq, index)
+            elif entry.text != self._system:
                 self._system = entry.text
                 self._put(entry, seq, index)
         lead = next((i for i, m in enumerate(messages) if not _is_output(m)), len(messages))

@@ -1,11 +1,11 @@
 """One row of the Hugging Face ``datasets`` export per rollout, built from its events.
 
 Pure Python, no ``datasets`` needed: the messages come from the session's transcript
-(:func:`rolltap.store.transcript.build_transcript`, which reads every harness and upstream
+(:func:`rolltap.exports.transcript.build_transcript`, which reads every harness and upstream
 dialect), the token columns from its token records through the training export's own
-sequence assembly (:func:`rolltap.store.token_export.assemble`). The columns and their
+sequence assembly (:func:`rolltap.exports.tokens.assemble`). The columns and their
 types are documented in ``docs/datasets-export.md`` and declared in
-:mod:`rolltap.store.hf_export`.
+:mod:`rolltap.exports.hf`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from typing import Any
 
 import orjson
 
-from rolltap.store.events import Event, EventKind
-from rolltap.store.models import RunInfo, SessionInfo
-from rolltap.store.token_drift import drifts
-from rolltap.store.token_export import Segment, TokenRecordError, TokenTurn, assemble, token_turn
-from rolltap.store.transcript import build_transcript
-from rolltap.store.transcript_model import Entry, ModelCall, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.token_drift import drifts
+from rolltap.exports.tokens import Segment, TokenRecordError, TokenTurn, assemble, token_turn
+from rolltap.exports.transcript import build_transcript
+from rolltap.exports.transcript_model import Entry, ModelCall, Reasoning, Said, ToolCall, ToolResult
+from rolltap.store import Event, EventKind, RunInfo, SessionInfo
 
 __all__ = ["chat_messages", "drifted", "rollout_row"]
 

@@ -1,8 +1,8 @@
 """The transcript's data types: what a session's events say, in reading order.
 
 A :class:`Transcript` is built from a session's events by
-:func:`rolltap.store.transcript.build_transcript`; ``rolltap sessions show`` renders it
-as text (:func:`rolltap.store.transcript_text.render_lines`) and a viewer may render the
+:func:`rolltap.exports.transcript.build_transcript`; ``rolltap sessions show`` renders it
+as text (:func:`rolltap.exports.transcript_text.render_lines`) and a viewer may render the
 same entries as HTML. Each entry names the event it came from (``seq``) and, when it
 belongs to a model call, that call's index in :attr:`Transcript.calls` (``call``).
 """
