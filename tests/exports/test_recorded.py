@@ -104,7 +104,8 @@ def test_each_recorded_message_is_read_by_its_dialects_parser() -> None:
     output = {"type": "function_call_output", "call_id": "c1", "output": "42"}
     t = build_transcript([_request("responses", [call, output])])
     assert t.entries[-1] == ToolResult("42", "c1", "f", seq=0, call=0)
-    for shape in (None, 3, "text", [], {"role": None}, {"content": {"deep": [1]}}):
+    shapes: list[Any] = [None, 3, "text", [], {"role": None}, {"content": {"deep": [1]}}]
+    for shape in shapes:
         for dialect in ("chat", "messages", "responses", None, "gopher"):
             read_message(dialect, shape)  # never raises
             build_transcript([_request(dialect or "chat", [shape])])
