@@ -18,7 +18,7 @@ import orjson
 from rolltap.exports.token_drift import drifts
 from rolltap.exports.tokens import Segment, TokenRecordError, TokenTurn, assemble, token_turn
 from rolltap.exports.transcript import build_transcript
-from rolltap.exports.transcript_model import Entry, ModelCall, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.transcript_model import CallInfo, Entry, Reasoning, Said, ToolCall, ToolResult
 from rolltap.store import Event, EventKind, RunInfo, SessionInfo
 
 __all__ = ["chat_messages", "drifted", "rollout_row"]
@@ -109,14 +109,14 @@ def _sum(values: list[Any]) -> int | None:
     return sum(present) if present else None
 
 
-def _usage(calls: Sequence[ModelCall]) -> dict[str, Any]:
+def _usage(calls: Sequence[CallInfo]) -> dict[str, Any]:
     prompt = _sum([c.prompt_tokens for c in calls])
     completion = _sum([c.completion_tokens for c in calls])
     total = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
-def _call(c: ModelCall) -> dict[str, Any]:
+def _call(c: CallInfo) -> dict[str, Any]:
     return {"model": _str(c.model), "dialect": _str(c.dialect),
             "upstream_dialect": _str(c.upstream_dialect), "stream": c.stream,
             "status": _int(c.status), "finish_reason": _str(c.finish_reason),
@@ -139,7 +139,7 @@ def _float(value: Any) -> float | None:
     return float(value) if number else None
 
 
-def _timing(info: SessionInfo, calls: Sequence[ModelCall]) -> dict[str, Any]:
+def _timing(info: SessionInfo, calls: Sequence[CallInfo]) -> dict[str, Any]:
     spent = [t for t in (_float(c.total_ms) for c in calls) if t is not None]
     return {"created_at": info.created_at, "updated_at": info.updated_at,
             "duration_s": info.updated_at - info.created_at,
