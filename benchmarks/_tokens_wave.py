@@ -45,6 +45,7 @@ import psutil
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import RolltapError
+from rolltap.events import EventKind
 from rolltap.gateway import Gateway
 from rolltap.results.rollout import RolloutResult
 from rolltap.rollouts import (
@@ -58,7 +59,7 @@ from rolltap.rollouts import (
 )
 from rolltap.rollouts.builtin import chat_harness
 from rolltap.rollouts.recorder import StoreRecorder
-from rolltap.store import EventKind, Store
+from rolltap.store import Store
 from rolltap.tokens import RendererConfig, RendererPool, RendererRegistry
 
 __all__ = ["ARMS", "FIXED_RENDERERS", "TURNS"]

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from _rss import MB
 
-from rolltap.store import EventLog, Store
+from rolltap.events import EventLog
+from rolltap.store import Store
 
 
 def _log(turns: int, ids: int, n: int) -> EventLog:

@@ -30,8 +30,8 @@ from _plots import pyplot
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from rolltap.store import EventLog, Store
-from rolltap.store.serialize import event_rows
+from rolltap.events import EventLog
+from rolltap.store import Store, event_rows
 
 SERVERS = {
     "postgresql": ("postgresql+asyncpg://postgres@127.0.0.1:5432/test", "postgresql://postgres@127.0.0.1:5432"),

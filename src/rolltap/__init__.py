@@ -37,12 +37,12 @@ if TYPE_CHECKING:
         UpstreamStatusError,
         UpstreamTimeoutError,
     )
+    from rolltap.events import Event, EventKind, EventLog
     from rolltap.gateway import Gateway, Rollout
     from rolltap.local import LocalModel
     from rolltap.pool import Lease, ModelClientPool, PoolSnapshot
     from rolltap.pool.client import ModelClient
     from rolltap.sim import SimConfig, Simulator
-    from rolltap.store import Event, EventKind, EventLog
 
 __version__ = "0.1.0"
 
@@ -70,9 +70,9 @@ _HOMES = {
     "ModelClient": "rolltap.pool.client",
     "SimConfig": "rolltap.sim",
     "Simulator": "rolltap.sim",
-    "Event": "rolltap.store",
-    "EventKind": "rolltap.store",
-    "EventLog": "rolltap.store",
+    "Event": "rolltap.events",
+    "EventKind": "rolltap.events",
+    "EventLog": "rolltap.events",
 }
 
 __all__ = [

@@ -33,11 +33,11 @@ from agents.loopkit import (
 from clikit import arolltap_ok, arolltap_parts
 from helpers import require_agent
 from rollouts.agentkit import process_state, until
+from rolltap.events import EventLog
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
 from rolltap.rollouts.tasks import load_tasks
-from rolltap.store import EventLog
 
 MARKER = "USER-CONFIG-MARKER-7f3a"
 

@@ -15,10 +15,10 @@ import pytest
 
 from helpers import ADMIN_TOKEN, events, openai_client, register
 from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.exports.tokens import assemble, token_turn
 from rolltap.gateway import Gateway
 from rolltap.sim import SimConfig, Simulator
 from rolltap.sim.vocab import VOCAB
-from rolltap.store.token_export import assemble, token_turn
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
 #: the simulator's prompt for MESSAGES, as its chat route renders and tokenizes it

@@ -26,13 +26,13 @@ from gateway.dialect_drivers import Driver, driver
 from helpers import ADMIN_TOKEN, register
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.endpoint import Dialect
+from rolltap.exports.transcript import build_transcript
+from rolltap.exports.transcript_text import render_lines
 from rolltap.gateway import Gateway
 from rolltap.rollouts import Task, evaluate
 from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
-from rolltap.store.transcript import build_transcript
-from rolltap.store.transcript_text import render_lines
 from upstreams import serving
 
 DIALECTS: list[Dialect] = ["chat", "messages", "responses"]

@@ -18,10 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rolltap.events import EventKind, EventLog
 from rolltap.results.failure import last_model_error
 from rolltap.results.rollout import RolloutResult, call_stats
 from rolltap.results.summary import summarize
-from rolltap.store import EventKind, EventLog, Store
+from rolltap.store import Store
 
 _STATUSES = ("completed", "limit_reached", "failed", "timeout", "error", "cancelled")
 _UNREWARDED = ("error", "cancelled")

@@ -7,11 +7,11 @@ from types import ModuleType
 
 import pytest
 
+from rolltap.events import Event
 from rolltap.results import confidence, failure, passk, rollups, statuses, summary
 from rolltap.results.failure import FailureTrace, failure_of, last_model_error
 from rolltap.results.passk import pass_at_k
 from rolltap.results.rollout import RolloutResult
-from rolltap.store import Event
 
 
 @pytest.mark.parametrize("module", [confidence, failure, passk, rollups, statuses, summary])

@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 
 from clikit import arolltap_parts
+from rolltap.events import Event
 from rolltap.sim import Simulator
-from rolltap.store import Event, SessionInfo, Store
+from rolltap.store import SessionInfo, Store
 
 
 async def eval_one(

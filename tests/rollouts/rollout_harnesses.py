@@ -6,10 +6,10 @@ import asyncio
 import os
 from collections.abc import Sequence
 
+from rolltap.events import Event
 from rolltap.rollouts.builtin import chat_harness
 from rolltap.rollouts.harness import HarnessContext, HarnessResult
 from rolltap.rollouts.tasks import Task
-from rolltap.store import Event
 
 #: set while a test wants ``hang_on_marked`` to hang on tasks with ``info.hang``
 HANG_ENV = "ROLLTAP_TEST_HANG"

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolltap.errors import ConfigError
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts import RewardSpec, RunConfig, Scorer, Task, load_tasks, process
 from rolltap.rollouts.agent_claude import claude_command, claude_env
 from rolltap.rollouts.agent_codex import codex_command, codex_config, write_codex_home
@@ -26,7 +27,6 @@ from rolltap.rollouts.process import ProcessOutput, run_process
 from rolltap.rollouts.rewards import CheckNotRunError
 from rolltap.rollouts.tasks import task_from_dict
 from rolltap.serve.protocol import FILE_PATH
-from rolltap.store import EventKind, EventLog
 
 CTX = HarnessContext(
     rollout_id="r1", openai_base_url="http://127.0.0.1:9/r/r1/v1",

@@ -16,9 +16,10 @@ import pytest
 
 from rollouts.agentkit import FAKE_CLAUDE, process_state, until, write_agent
 from rolltap.config import EndpointConfig
+from rolltap.events import Event
 from rolltap.rollouts import LimitsConfig, RunConfig, Task, execute
 from rolltap.sim import Simulator
-from rolltap.store import Event, Store
+from rolltap.store import Store
 
 CLI = "from rolltap.cli.main import main; main()"
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts.tasks import Task
 from rolltap.serve.outcomes import store_lost
-from rolltap.store import EventKind, EventLog, Store, StoreConflictError
+from rolltap.store import Store, StoreConflictError
 from serve.conftest import upgraded_database
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from rollouts.runnerkit import run_placed
+from rolltap.events import EventKind, EventLog
 from rolltap.serve.desk import StoreDesk
 from rolltap.serve.protocol import Channel, Msg
 from rolltap.serve.sink import ShippedStore, StoreRpc
 from rolltap.sim import Simulator
-from rolltap.store import EventKind, EventLog, Store
+from rolltap.store import Store
 
 
 async def _answer(channel: Channel, desk: StoreDesk, frames: list[dict[str, Any]]) -> None:

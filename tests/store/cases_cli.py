@@ -13,7 +13,8 @@ from sqlalchemy.engine import Connection
 from typer.testing import CliRunner
 
 from rolltap.cli.store_cmd import register
-from rolltap.store import EventLog, Store
+from rolltap.events import EventLog
+from rolltap.store import Store
 from rolltap.store.migrate import head_revision
 from rolltap.store.schema import VERSION_TABLE, metadata
 

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from rolltap.store import EventLog, Store, StoreValidationError
+from rolltap.events import EventLog
+from rolltap.store import Store, StoreValidationError
 from rolltap.store.schema import events
 from store.storekit import (
     Gate,

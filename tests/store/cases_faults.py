@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from rolltap.errors import StoreBusyError, StoreError
-from rolltap.store import EventLog, Store
+from rolltap.events import EventLog
+from rolltap.store import Store
 from rolltap.store.schema import events
 from store.storekit import (
     Gate,

@@ -7,7 +7,9 @@ import io
 import orjson
 import pytest
 
-from rolltap.store import EventLog, ForkDependencyError, Store, StoreNotFoundError
+from rolltap.events import EventLog
+from rolltap.exports import export_jsonl, import_jsonl
+from rolltap.store import ForkDependencyError, Store, StoreNotFoundError
 from rolltap.store.schema import events, runs, sessions
 from store.storekit import assert_stored, count_rows, extend, make_log, own_rows
 
@@ -109,13 +111,13 @@ class ForkCases:
         await store.commit(fork.id, flog, status="failed")
         before = {s.id: (s, await store.events(s.id)) for s in await store.list_sessions()}
         buf = io.BytesIO()
-        assert await store.export_jsonl(buf, run=run.id) == 2
+        assert await export_jsonl(store, buf, run=run.id) == 2
         lines = buf.getvalue().splitlines()
         docs = {d["session"]["id"]: d for d in map(orjson.loads, lines)}
         assert docs[fork.id]["session"]["forked_from"] == {"session": base.id, "at": 3}
         assert len(docs[fork.id]["events"]) == 5  # resolved: parent's 3, then its own 2
         await store.delete_run(run.id)
-        assert await store.import_jsonl(io.BytesIO(buf.getvalue())) == 2
+        assert await import_jsonl(store, io.BytesIO(buf.getvalue())) == 2
         for sid, (info, evs) in before.items():
             got = await store.get_session(sid)
             assert (got.status, got.reward, got.user, got.task) == (
@@ -126,4 +128,4 @@ class ForkCases:
         assert (again.name, again.config, again.n_sessions, again.n_failed) == (
             "exp", {"model": "m", "n": 2}, 2, 1,
         )  # fmt: skip
-        assert await store.import_jsonl(io.BytesIO(buf.getvalue()), skip_existing=True) == 0
+        assert await import_jsonl(store, io.BytesIO(buf.getvalue()), skip_existing=True) == 0

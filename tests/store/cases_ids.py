@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from rolltap.cli.store_cmd import register
 from rolltap.errors import AmbiguousIdError, UsageError
-from rolltap.store import EventLog, Store, StoreNotFoundError
+from rolltap.events import EventLog
+from rolltap.store import Store, StoreNotFoundError
 
 _RUNS = ["abcd", "abcd1234", "abcd5678", "r1"]
 _SESSIONS = ["ro_1234abcd", "ro_1234ef00", "roX1234zzzz", "ro%9aaa", "roa9bbb", "Ro_7777"]

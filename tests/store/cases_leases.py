@@ -8,14 +8,8 @@ import time
 import pytest
 from sqlalchemy import select
 
-from rolltap.store import (
-    EventLog,
-    LeaseKeeper,
-    SchemaVersionError,
-    Store,
-    StoreFencedError,
-    upgrade,
-)
+from rolltap.events import EventLog
+from rolltap.store import LeaseKeeper, SchemaVersionError, Store, StoreFencedError, upgrade
 from rolltap.store.schema import leases, sessions
 from store.storekit import assert_stored, extend, make_log, wait_until
 

@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from rolltap.exports import export_jsonl, import_jsonl
 from rolltap.store import Store
 from rolltap.store.errors import StoreUnavailableError
 from rolltap.store.schema import events
@@ -41,12 +42,12 @@ class OutageCases:
         log = make_log(5)
         await store.commit(session.id, log, status="completed", reward=1.0)
         buf = io.BytesIO()
-        await store.export_jsonl(buf, run=run.id)
+        await export_jsonl(store, buf, run=run.id)
         await store.delete_session(session.id)
         again = await store.create_session(run.id, session_id=session.id)
         await store.commit(again.id, log.from_events(list(log)[:2]))  # a partly stored session
-        assert await store.import_jsonl(io.BytesIO(buf.getvalue()), merge=True) == 1
-        assert await store.import_jsonl(io.BytesIO(buf.getvalue()), merge=True) == 0
+        assert await import_jsonl(store, io.BytesIO(buf.getvalue()), merge=True) == 1
+        assert await import_jsonl(store, io.BytesIO(buf.getvalue()), merge=True) == 0
         await assert_stored(store, session.id, list(log))
         info = await store.get_session(session.id)
         assert (info.status, info.reward) == ("completed", 1.0)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from typer.testing import CliRunner
 
 from rolltap.cli.store_cmd import register
+from rolltap.exports import export_jsonl, import_jsonl
 from rolltap.store import SchemaVersionError, SessionInfo, Store, StoreValidationError, upgrade
 from rolltap.store.engine import create_engine
 from rolltap.store.migrate import alembic_config
@@ -82,22 +83,22 @@ class PlacementCases:
         assert (await store.get_session(plain.id)).to_dict()["node_id"] is None
 
         buf = io.BytesIO()
-        assert await store.export_jsonl(buf, run=run.id) == 3
+        assert await export_jsonl(store, buf, run=run.id) == 3
         exported = [orjson.loads(line)["session"] for line in buf.getvalue().splitlines()]
         assert {d["id"]: (d["node_id"], d["worker_id"]) for d in exported} == want
         assert await store.delete_run(run.id) == 3
-        assert await store.import_jsonl(io.BytesIO(buf.getvalue())) == 3
+        assert await import_jsonl(store, io.BytesIO(buf.getvalue())) == 3
         assert {s.id: _where(s) for s in await store.list_sessions(run.id)} == want
 
     async def test_an_export_without_placement_imports_with_none(self, store: Store) -> None:
         run = await store.create_run()
         session = await store.create_session(run.id, node_id="n1", worker_id="w1")
         buf = io.BytesIO()
-        await store.export_jsonl(buf, session=session.id)
+        await export_jsonl(store, buf, session=session.id)
         doc = orjson.loads(buf.getvalue())
         del doc["session"]["node_id"], doc["session"]["worker_id"]  # as before 0005
         await store.delete_run(run.id)
-        assert await store.import_jsonl(io.BytesIO(orjson.dumps(doc) + b"\n")) == 1
+        assert await import_jsonl(store, io.BytesIO(orjson.dumps(doc) + b"\n")) == 1
         assert _where(await store.get_session(session.id)) == (None, None)
 
     async def test_a_placement_past_its_column_is_refused_before_anything_is_stored(

@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from rolltap.events import EventKind, EventLog
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.summary import summarize
-from rolltap.store import EventKind, EventLog, SchemaVersionError, Store, upgrade
+from rolltap.store import SchemaVersionError, Store, upgrade
 from rolltap.store.rollup_sql import rebuild_rollups
 from rolltap.store.schema import run_stats, sessions, task_stats
 from rolltap.store.url import backend_of, to_sqlalchemy_url

@@ -13,7 +13,8 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from rolltap.store import Event, EventLog, InjectedFault, Store, WriterHooks
+from rolltap.events import Event, EventLog
+from rolltap.store import InjectedFault, Store, WriterHooks
 from rolltap.store.ops import WriteOp
 from rolltap.store.schema import events
 

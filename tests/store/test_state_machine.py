@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from rolltap.errors import StoreError
-from rolltap.store import Event, EventLog, ForkDependencyError, Store
+from rolltap.events import Event, EventLog
+from rolltap.store import ForkDependencyError, Store
 from store.storekit import ScriptedHooks, as_tuples, fault
 
 T = TypeVar("T")

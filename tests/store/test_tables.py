@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rolltap.store import EventLog, Store
+from rolltap.events import EventLog
+from rolltap.store import Store
 
 CLI = "from rolltap.cli.main import main; main()"
 

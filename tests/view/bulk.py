@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from rolltap.store import EventKind, EventLog, Store
+from rolltap.events import EventKind, EventLog
+from rolltap.store import Store
 from rolltap.store.rollup_sql import rebuild_rollups
 from rolltap.store.schema import sessions
 

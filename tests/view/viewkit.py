@@ -25,9 +25,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from clikit import cli_env
 from rolltap.config import EndpointConfig
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts import Task, evaluate
 from rolltap.sim import SimConfig, Simulator
-from rolltap.store import EventKind, EventLog, Store
+from rolltap.store import Store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -12,10 +12,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rolltap.results.figures import fmt_ms
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.statuses import FAILED_STATUSES
 from rolltap.store import WriterStats
-from rolltap.store.figures import fmt_ms
 
 __all__ = ["ProgressReporter", "render_compare", "render_summary", "render_workers"]
 

@@ -18,14 +18,28 @@ from rolltap.cli.common import console, err_console, run_async
 from rolltap.cli.eval_cmd import compare_command
 from rolltap.cli.tables import Column, fitted_table
 from rolltap.errors import UsageError
-from rolltap.store import Store, resolve_store_url, upgrade
-from rolltap.store.hf_export import export_hf, require_hf
-from rolltap.store.models import RunInfo, SessionInfo
-from rolltap.store.reader import reading
-from rolltap.store.token_export import OnDrift, TokenExport, export_tokens
-from rolltap.store.transcript import build_transcript
-from rolltap.store.transcript_text import render_lines
-from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url
+from rolltap.exports import (
+    OnDrift,
+    TokenExport,
+    build_transcript,
+    export_hf,
+    export_jsonl,
+    export_tokens,
+    import_jsonl,
+    render_lines,
+    require_hf,
+)
+from rolltap.store import (
+    DEFAULT_STORE_URL,
+    STORE_ENV,
+    RunInfo,
+    SessionInfo,
+    Store,
+    mask_url,
+    reading,
+    resolve_store_url,
+    upgrade,
+)
 
 __all__ = ["register"]
 
@@ -211,7 +225,7 @@ def sessions_export(
                 for line in done.report():
                     err_console.print(line, markup=False, highlight=False)
                 return
-            count = await opened.export_jsonl(dest, run=run_id, session=session_id)
+            count = await export_jsonl(opened, dest, run=run_id, session=session_id)
         err_console.print(f"exported {count} session(s)")
 
     run_async(main())
@@ -253,8 +267,8 @@ def sessions_import(
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store)) as opened:
-            count = await opened.import_jsonl(
-                source, skip_existing=skip_existing, merge=not skip_existing
+            count = await import_jsonl(
+                opened, source, skip_existing=skip_existing, merge=not skip_existing
             )
         console.print(f"imported {count} session(s)")
 

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts.process import ProcessOutput, run_process
 from rolltap.rollouts.tasks import Task
-from rolltap.store import EventKind, EventLog
 
 __all__ = ["DEFAULT_CHECK_TIMEOUT_S", "run_check", "run_task_check"]
 

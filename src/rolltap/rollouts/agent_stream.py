@@ -13,8 +13,8 @@ from typing import Any, Protocol
 import orjson
 
 from rolltap.errors import HarnessError
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts.process import OUTPUT_LIMIT
-from rolltap.store import EventKind, EventLog
 
 __all__ = ["AgentFailedError", "EventReader", "LineRecorder"]
 

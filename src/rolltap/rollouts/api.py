@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError, RolltapError, StoreError
+from rolltap.exports import write_sessions
 from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
@@ -34,7 +35,6 @@ from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.tasks import Task, load_tasks
 from rolltap.rollouts.workplan import plan_resume
 from rolltap.store import LeaseKeeper, RunInfo, Store, WriterStats
-from rolltap.store.export import write_sessions
 from rolltap.tokens import load_gguf_tokenizer
 
 __all__ = [

@@ -76,7 +76,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 from rolltap.rollouts.agent_options import AgentOptions
-from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
+from rolltap.store import DEFAULT_LEASE_TTL_S
 
 __all__ = [
     "RAY_NEEDS_ENDPOINT",

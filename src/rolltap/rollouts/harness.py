@@ -17,10 +17,10 @@ from typing import Any
 import httpx2
 
 from rolltap.errors import ConfigError
+from rolltap.events import EventLog
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
-from rolltap.store import EventLog
 
 __all__ = ["AGENT_HARNESSES", "Harness", "HarnessContext", "HarnessResult", "load_harness"]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from rolltap.events import EventKind, EventLog
 from rolltap.proc import guard, prepare, release
-from rolltap.store import EventKind, EventLog
 
 __all__ = [
     "LINE_LIMIT",

@@ -30,9 +30,9 @@ from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
 from rolltap.errors import SessionExistsError, StoreError
+from rolltap.events import EventLog
 from rolltap.gateway.rollout import SESSION_KEY, Rollout
-from rolltap.store import CommitResult, EventLog, SessionInfo
-from rolltap.store.errors import StoreConflictError
+from rolltap.store import CommitResult, SessionInfo, StoreConflictError
 
 __all__ = ["SESSION_KEY", "SessionStore", "StoreRecorder"]
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.errors import ConfigError, HarnessError
+from rolltap.events import Event, EventKind
 from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
-from rolltap.store import Event, EventKind
 
 __all__ = [
     "BUILTIN_REWARDS",

@@ -24,6 +24,7 @@ from typing import Any, cast
 import httpx2
 
 from rolltap.errors import RolltapError, StoreBusyError, StoreError
+from rolltap.events import Event, EventKind, EventLog
 from rolltap.gateway import Gateway, Rollout, RolloutLimits
 from rolltap.results.failure import last_model_error
 from rolltap.results.rollout import (
@@ -38,7 +39,7 @@ from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
 from rolltap.rollouts.unsaved import Unsaved, is_fatal
-from rolltap.store import Event, EventKind, EventLog, SessionInfo
+from rolltap.store import SessionInfo
 
 __all__ = ["Runner", "WorkItem"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from rolltap.errors import StoreError
-from rolltap.store import EventLog, SessionInfo
-from rolltap.store.errors import StoreFullError, StoreUnavailableError
+from rolltap.events import EventLog
+from rolltap.store import SessionInfo, StoreFullError, StoreUnavailableError
 
 __all__ = ["Unsaved", "is_fatal"]
 

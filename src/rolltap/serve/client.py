@@ -35,7 +35,7 @@ from rolltap.errors import (
     ServiceUnreachableError,
 )
 from rolltap.serve.protocol import RolloutSpec
-from rolltap.store.errors import StoreFullError, StoreUnavailableError
+from rolltap.store import StoreFullError, StoreUnavailableError
 
 __all__ = ["BatchStream", "ServeClient", "ServeResult"]
 

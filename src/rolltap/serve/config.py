@@ -25,8 +25,7 @@ from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.net import is_loopback
 from rolltap.errors import ConfigError
 from rolltap.rollouts.config import check_ray_fields
-from rolltap.store.leasing import DEFAULT_LEASE_TTL_S
-from rolltap.store.writer_state import DEFAULT_UNAVAILABLE_TIMEOUT_S
+from rolltap.store import DEFAULT_LEASE_TTL_S, DEFAULT_UNAVAILABLE_TIMEOUT_S
 from rolltap.tokens.parsers import resolve_parser
 
 __all__ = ["TOKEN_ENV", "ServeConfig", "is_loopback"]

@@ -14,8 +14,9 @@ import logging
 from typing import Any
 
 from rolltap.errors import StoreError
+from rolltap.events import EventLog
 from rolltap.serve.protocol import Msg
-from rolltap.store import EventLog, Store, StoreValidationError
+from rolltap.store import Store, StoreValidationError
 
 __all__ = ["StoreDesk"]
 

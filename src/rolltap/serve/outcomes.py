@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from rolltap.errors import StoreError
+from rolltap.events import EventKind, EventLog
 from rolltap.rollouts.recorder import SessionStore
 from rolltap.rollouts.tasks import Task
-from rolltap.store import EventKind, EventLog, Store, StoreConflictError, StoreNotFoundError
+from rolltap.store import Store, StoreConflictError, StoreNotFoundError
 
 __all__ = ["session_task", "store_lost", "store_outcome", "terminal_result"]
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rolltap.errors import StoreBusyError, StoreError
+from rolltap.events import EventLog
 from rolltap.rollouts.recorder import SessionStore
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
 from rolltap.store import (
     CommitResult,
-    EventLog,
     SessionInfo,
     StoreConflictError,
     StoreFencedError,

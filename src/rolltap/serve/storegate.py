@@ -21,8 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rolltap.store import Store, WriterStats
-from rolltap.store.errors import StoreFullError, StoreUnavailableError
+from rolltap.store import Store, StoreFullError, StoreUnavailableError, WriterStats
 
 __all__ = ["StoreGate", "store_report"]
 

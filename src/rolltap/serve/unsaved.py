@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rolltap.errors import StoreError
-from rolltap.store import EventLog, RunInfo, SessionInfo
-from rolltap.store.export import write_sessions
+from rolltap.events import EventLog
+from rolltap.exports import write_sessions
+from rolltap.store import RunInfo, SessionInfo
 
 __all__ = ["UnsavedFiles", "unsaved_path"]
 

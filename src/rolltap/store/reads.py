@@ -6,14 +6,13 @@ Reads use pooled connections, never the writer's, and see what is committed.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.errors import StoreError
 from rolltap.events import Event, EventLog
-from rolltap.store import export, reader
+from rolltap.store import reader
 from rolltap.store.aggregate import summary_of_run
 from rolltap.store.ids import resolve_id
 from rolltap.store.models import RunInfo, SessionInfo
@@ -117,15 +116,3 @@ class StoreReads:
         """
         async with reader.reading(self._engine) as conn:
             return await resolve_id(conn, sessions, prefix, "session")
-
-    async def export_jsonl(
-        self, dest: str | Path | IO[bytes], *, run: str | None = None, session: str | None = None
-    ) -> int:
-        """Write sessions as JSONL (one per line, forks resolved), in constant memory.
-
-        Returns the number of sessions written.
-
-        >>> # await store.export_jsonl("run.jsonl", run=run.id)
-        """
-        async with reader.reading(self._engine) as conn:
-            return await export.export_jsonl(conn, dest, run=run, session=session)

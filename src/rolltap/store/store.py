@@ -16,19 +16,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rolltap.events import EventLog
-from rolltap.store import export, reader
+from rolltap.events import Event, EventLog
+from rolltap.store import reader
 from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreConflictError, StoreNotFoundError
-from rolltap.store.importing import merge_session
 from rolltap.store.leasing import StoreLeases
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import (
@@ -43,6 +41,7 @@ from rolltap.store.opening import check_sqlite_file
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
+from rolltap.store.serialize import event_rows
 from rolltap.store.summary_ops import WriteRunSummaryOp
 from rolltap.store.url import (
     backend_of,
@@ -314,27 +313,28 @@ class Store(StoreReads, StoreLeases):
         gone = [sid for sid, state in self._states.items() if state.run_id == run_id]
         self._forget_ids(gone + elsewhere)
 
-    async def import_jsonl(
-        self, src: str | Path | IO[bytes], *, skip_existing: bool = False, merge: bool = False
-    ) -> int:
-        """Import sessions written by :meth:`export_jsonl`; the number imported.
+    async def import_session(
+        self,
+        run: RunInfo,
+        session: SessionInfo,
+        events: Sequence[Event],
+        *,
+        existing_ok: bool = False,
+    ) -> bool:
+        """Store a session read from an export, as it was (its run created if missing,
+        with its exported id, name and config); whether it was written.
 
-        Runs missing from the store are created with their exported id, name and
-        config; forks arrive resolved (standalone sessions). A session already stored
-        is a StoreConflictError, skipped with ``skip_existing``, or with ``merge``
-        brought up to the file (the events it lacks appended, status and reward set;
-        counted only if something changed), so importing twice stores each event once.
+        A session already stored is a StoreConflictError, or with ``existing_ok`` left
+        as it is (False returned). ``rolltap sessions import`` reads the file
+        (:func:`rolltap.exports.import_jsonl`).
         """
-        imported = 0
-        async for run, session, rows in export.read_jsonl(src):
-            async with reader.reading(self._engine) as conn:
-                has_run = await reader.exists(conn, runs, run.id)
-                has_session = await reader.exists(conn, sessions, session.id)
-            if not has_run:
-                await self._write(CreateRunOp(run))
-            if has_session and (skip_existing or merge):
-                imported += merge and await merge_session(self, session, rows)
-                continue
-            await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
-            imported += 1
-        return imported
+        async with reader.reading(self._engine) as conn:
+            has_run = await reader.exists(conn, runs, run.id)
+            has_session = await reader.exists(conn, sessions, session.id)
+        if not has_run:
+            await self._write(CreateRunOp(run))
+        if has_session and existing_ok:
+            return False
+        rows = event_rows(session.id, events)
+        await self._write(CreateSessionOp(session, rows=rows, on_success=self._remember))
+        return True

@@ -9,8 +9,14 @@ from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import UsageError
-from rolltap.store import RunInfo, SessionInfo, Store, StoreNotFoundError
-from rolltap.store.reader import fetch_run, fetch_session
+from rolltap.store import (
+    RunInfo,
+    SessionInfo,
+    Store,
+    StoreNotFoundError,
+    fetch_run,
+    fetch_session,
+)
 from rolltap.view.keys import CONFIG, JINJA, STORE
 
 __all__ = [

@@ -13,17 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import UsageError
 from rolltap.results.statuses import STATUSES
-from rolltap.store import Store
-from rolltap.store.aggregate import summary_of_run
-from rolltap.store.browse import (
+from rolltap.store import (
     SESSION_SORTS,
     SessionFilter,
+    Store,
+    reading,
     runs_page,
     sessions_page,
+    summary_of_run,
     task_rows,
     tasks_page,
 )
-from rolltap.store.reader import reading
 from rolltap.view.base import float_param, int_param, page, run_of, store_of
 from rolltap.view.keys import CONFIG
 from rolltap.view.render import run_cells

@@ -21,8 +21,8 @@ from urllib.parse import urlencode
 import orjson
 
 from rolltap import __version__
-from rolltap.store.browse import RunRow
-from rolltap.store.figures import fmt_ms
+from rolltap.results.figures import fmt_ms
+from rolltap.store import RunRow
 
 __all__ = [
     "FILTERS",

@@ -2,7 +2,7 @@
 call's timing, usage and rewrites, the token view, the raw events, and the export.
 
 The token view is built from the ``tokens`` records of ``model_response`` events
-(:mod:`rolltap.store.token_export`): each sequence's ids with the loss mask, the sampled
+(:mod:`rolltap.exports.tokens`): each sequence's ids with the loss mask, the sampled
 ones coloured by their logprob; a turn is marked as drift when its record says it drifted
 (``tokens.drift``: where its prompt parts from the previous prompt + completion, and why)
 or its ``extend`` claim does not hold (its prompt is not the sequence so far).
@@ -16,11 +16,16 @@ from typing import Any
 
 from aiohttp import web
 
-from rolltap.store import Event, EventKind
-from rolltap.store.reader import fetch_run, iter_event_rows, reading
-from rolltap.store.serialize import row_event
-from rolltap.store.token_export import TokenRecordError, TokenTurn, assemble, token_turn
-from rolltap.store.transcript import build_transcript
+from rolltap.events import Event, EventKind
+from rolltap.exports import (
+    TokenRecordError,
+    TokenTurn,
+    assemble,
+    build_transcript,
+    export_jsonl,
+    token_turn,
+)
+from rolltap.store import fetch_run, iter_event_rows, reading, row_event
 from rolltap.view.base import page, session_of, store_of
 
 __all__ = ["TokenView", "export_view", "rollout_view", "token_view"]
@@ -103,7 +108,7 @@ async def export_view(request: web.Request) -> web.Response:
     async with reading(store.engine) as conn:
         session_id = (await session_of(conn, store, request.match_info["session"])).id
     out = io.BytesIO()
-    await store.export_jsonl(out, session=session_id)
+    await export_jsonl(store, out, session=session_id)
     return web.Response(
         body=out.getvalue(),
         content_type="application/x-ndjson",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from rolltap.store.token_records import Segment, TokenTurn
+from rolltap.exports.token_records import Segment, TokenTurn
 
 __all__ = ["ON_DRIFT", "OnDrift", "assemble_kept", "drift_of", "drifts"]
 

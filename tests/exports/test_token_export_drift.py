@@ -12,11 +12,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from exports.exportkit import add_session, export_lines, token_log
 from rolltap.cli.main import register_commands
-from rolltap.store import EventLog, Store, StoreValidationError
+from rolltap.events import EventLog
+from rolltap.exports.tokens import export_tokens
+from rolltap.store import Store, StoreValidationError
 from rolltap.store.reader import reading
-from rolltap.store.token_export import export_tokens
-from tokens.exportkit import add_session, export_lines, token_log
 
 P1, C1, L1 = [1, 2, 3], [10, 11], [-0.5, -0.25]
 P2, C2, L2 = [*P1, *C1, 4, 5], [12], [-1.0]

@@ -1,11 +1,11 @@
-"""The plain-text rendering of a :class:`~rolltap.store.transcript_model.Transcript`.
+"""The plain-text rendering of a :class:`~rolltap.exports.transcript_model.Transcript`.
 
 One or more lines per entry; the event's seq starts the first line of each event.
 
->>> from rolltap.store.transcript_model import ModelCall, Reply, Said, ToolCall
->>> t = Transcript((Reply(3, 0), Said("assistant", "Checking.", 3, 0),
+>>> from rolltap.exports.transcript_model import CallInfo, CallReply, Said, ToolCall
+>>> t = Transcript((CallReply(3, 0), Said("assistant", "Checking.", 3, 0),
 ...                 ToolCall("get_weather", '{"city": "Paris"}', "c1", 3, 0)),
-...                (ModelCall(status=200, finish_reason="tool_calls", total_ms=12.0),))
+...                (CallInfo(status=200, finish_reason="tool_calls", total_ms=12.0),))
 >>> print("\\n".join(render_lines(t)))
    3   ← 200 tool_calls · 12 ms
        assistant: Checking.
@@ -14,14 +14,14 @@ One or more lines per entry; the event's seq starts the first line of each event
 
 from __future__ import annotations
 
-from rolltap.store.transcript_model import (
+from rolltap.exports.transcript_model import (
     CallError,
+    CallInfo,
+    CallReply,
+    CallStart,
     Entry,
     Marker,
-    ModelCall,
     Reasoning,
-    Reply,
-    Request,
     Said,
     ToolCall,
     ToolResult,
@@ -55,10 +55,10 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
-def _line(entry: Entry, call: ModelCall | None) -> str:
-    if isinstance(entry, Request):
+def _line(entry: Entry, call: CallInfo | None) -> str:
+    if isinstance(entry, CallStart):
         return _request(entry, call)
-    if isinstance(entry, Reply):
+    if isinstance(entry, CallReply):
         return "← " + _outcome(call)
     if isinstance(entry, CallError):
         timing = _ms(call)
@@ -80,7 +80,7 @@ def _line(entry: Entry, call: ModelCall | None) -> str:
     return f"{entry.label} {entry.text}"
 
 
-def _request(entry: Request, call: ModelCall | None) -> str:
+def _request(entry: CallStart, call: CallInfo | None) -> str:
     if call is None:
         return "→ model call"
     number = (entry.call or 0) + 1
@@ -98,7 +98,7 @@ def _request(entry: Request, call: ModelCall | None) -> str:
     return " · ".join(parts)
 
 
-def _outcome(call: ModelCall | None) -> str:
+def _outcome(call: CallInfo | None) -> str:
     if call is None:
         return "answer"
     head = " ".join(str(x) for x in (call.status, call.finish_reason) if x is not None)
@@ -110,7 +110,7 @@ def _outcome(call: ModelCall | None) -> str:
     return " · ".join(parts) + _ms(call)
 
 
-def _ms(call: ModelCall | None) -> str:
+def _ms(call: CallInfo | None) -> str:
     if call is None or call.total_ms is None:
         return ""
     return f" · {call.total_ms:.0f} ms"

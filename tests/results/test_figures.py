@@ -1,5 +1,5 @@
 """Latencies as people read them, the same in the eval summary, ``runs compare`` and the
-viewer: one helper (``rolltap.store.figures.fmt_ms``), no false precision."""
+viewer: one helper (``rolltap.results.figures.fmt_ms``), no false precision."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import rolltap.store.figures
+import rolltap.results.figures
 from rolltap.cli.main import register_commands
 from rolltap.cli.report import render_summary
+from rolltap.results.figures import fmt_ms
 from rolltap.results.summary import summarize
 from rolltap.store import Store
-from rolltap.store.figures import fmt_ms
 from rolltap.view import ViewConfig, ViewServer
 
 #: what the summary holds (to the microsecond) and how each reads
@@ -27,7 +27,7 @@ SHOWN = ["1,303 ms", "17.2 ms", "0.84 ms"]
 
 
 def test_the_doctests_hold() -> None:
-    assert doctest.testmod(rolltap.store.figures).failed == 0
+    assert doctest.testmod(rolltap.results.figures).failed == 0
 
 
 @pytest.mark.parametrize(

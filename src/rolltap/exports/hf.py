@@ -3,7 +3,7 @@
 The directory has the layout ``datasets.Dataset.save_to_disk`` writes: Arrow IPC stream
 shards ``data-00000-of-000NN.arrow``, ``dataset_info.json`` (the features) and
 ``state.json``, so ``datasets.load_from_disk(DIR)`` opens it memory-mapped, with no copy
-into a cache. Rows (one per rollout, :func:`rolltap.store.hf_rows.rollout_row`) are
+into a cache. Rows (one per rollout, :func:`rolltap.exports.hf_rows.rollout_row`) are
 encoded in batches and a new shard starts past a size, so memory holds one batch and one
 rollout's events whatever the run's size. The directory appears complete or not at all:
 it is written beside ``DIR`` and renamed into place. Schema: ``docs/datasets-export.md``.
@@ -23,13 +23,10 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import MissingExtraError
-from rolltap.store.errors import StoreValidationError
-from rolltap.store.export import iter_sessions
-from rolltap.store.hf_rows import drifted, rollout_row
-from rolltap.store.models import RunInfo
-from rolltap.store.reader import fetch_run, iter_event_rows
-from rolltap.store.serialize import row_event
-from rolltap.store.token_drift import OnDrift
+from rolltap.exports.hf_rows import drifted, rollout_row
+from rolltap.exports.jsonl import iter_sessions
+from rolltap.exports.token_drift import OnDrift
+from rolltap.store import RunInfo, StoreValidationError, fetch_run, iter_event_rows, row_event
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",

@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 
-from rolltap.store import EventLog, SessionInfo, Store
+from rolltap.events import EventLog
+from rolltap.exports.tokens import OnDrift, TokenExport, export_tokens
+from rolltap.store import SessionInfo, Store
 from rolltap.store.reader import reading
-from rolltap.store.token_export import OnDrift, TokenExport, export_tokens
 
 #: one turn's record: prompt ids, completion ids, logprobs (or None), render, and optional
 #: extra fields of the record (``drift``)

@@ -6,7 +6,7 @@ Built from the ``tokens`` records a token client adds to ``model_response`` even
 ``"extend"`` continues the current sequence (its prompt must start with it); one rendered
 ``"full"`` (history rewritten) starts a new segment. Sessions are read one at a time, so
 memory is bounded by the largest rollout. What a drifted turn (its prompt not the previous
-prompt + completion) makes of the line is ``on_drift``'s (:mod:`rolltap.store.token_drift`):
+prompt + completion) makes of the line is ``on_drift``'s (:mod:`rolltap.exports.token_drift`):
 ``split`` (today's segments), ``keep`` (one sequence, drift marked) or ``drop``. A session
 with no model call at all (``no_model_calls``) is left out, and listed, unless
 ``include_empty`` asks for it: then its line has no turns and ``metadata.no_model_calls``
@@ -26,12 +26,10 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.events import EventKind
-from rolltap.store.errors import StoreValidationError
-from rolltap.store.export import iter_sessions
-from rolltap.store.models import SessionInfo
-from rolltap.store.reader import fetch_run, iter_event_rows
-from rolltap.store.token_drift import ON_DRIFT, OnDrift, assemble_kept, drifts
-from rolltap.store.token_records import Segment, TokenRecordError, TokenTurn, read_turn
+from rolltap.exports.jsonl import iter_sessions
+from rolltap.exports.token_drift import ON_DRIFT, OnDrift, assemble_kept, drifts
+from rolltap.exports.token_records import Segment, TokenRecordError, TokenTurn, read_turn
+from rolltap.store import SessionInfo, StoreValidationError, fetch_run, iter_event_rows
 
 __all__ = [
     "ON_DRIFT",

@@ -11,11 +11,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from exports.exportkit import add_session, export_lines, token_log
 from rolltap.cli.main import register_commands
-from rolltap.store import EventLog, Store, StoreNotFoundError, StoreValidationError
+from rolltap.events import EventLog
+from rolltap.exports.tokens import TokenExport, export_tokens
+from rolltap.store import Store, StoreNotFoundError, StoreValidationError
 from rolltap.store.reader import reading
-from rolltap.store.token_export import TokenExport, export_tokens
-from tokens.exportkit import add_session, export_lines, token_log
 
 # Three turns of one conversation: each prompt extends the previous prompt + completion.
 P1, C1, L1 = [1, 2, 3], [10, 11], [-0.5, -0.25]

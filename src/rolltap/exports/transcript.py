@@ -6,7 +6,7 @@ model's own reply, which the next request repeats: a request's leading assistant
 that repeats the previous reply (or part of it) is dropped; one that differs is the
 harness's own edit and is shown.
 
->>> from rolltap.events import Event
+>>> from rolltap.store import Event
 >>> t = build_transcript([
 ...     Event(0, "model_request", 0.0, {"intercept_id": "i1", "dialect": "chat",
 ...           "messages": [{"role": "user", "content": "2+2?"}], "params": {}}),
@@ -25,19 +25,19 @@ from typing import Any
 import orjson
 
 from rolltap.events import Event
-from rolltap.store.transcript_model import (
+from rolltap.exports.transcript_model import (
     CallError,
+    CallInfo,
+    CallReply,
+    CallStart,
     Entry,
     Marker,
-    ModelCall,
-    Reply,
-    Request,
     Said,
     ToolCall,
     ToolResult,
     Transcript,
 )
-from rolltap.store.transcript_parts import body_entries, message_entries, system_entries
+from rolltap.exports.transcript_parts import body_entries, message_entries, system_entries
 
 __all__ = ["build_transcript"]
 
@@ -86,7 +86,7 @@ def _is_output(message: Any) -> bool:
 class _Builder:
     def __init__(self) -> None:
         self.entries: list[Entry] = []
-        self.calls: list[ModelCall] = []
+        self.calls: list[CallInfo] = []
         self._by_intercept: dict[str, int] = {}
         self._last_reply: list[tuple[str, ...]] = []
         self._tool_names: dict[str, str] = {}
@@ -118,14 +118,14 @@ class _Builder:
         found = self._by_intercept.get(str(p.get("intercept_id")))
         if found is not None:
             return found
-        self.calls.append(ModelCall(intercept_id=p.get("intercept_id")))
+        self.calls.append(CallInfo(intercept_id=p.get("intercept_id")))
         return len(self.calls) - 1
 
     def _request(self, seq: int, p: Mapping[str, Any]) -> None:
         params, messages, dialect = p.get("params") or {}, p.get("messages") or [], p.get("dialect")
         if not isinstance(params, Mapping) or not isinstance(messages, list):
             raise TypeError("a request payload off its schema")
-        call = ModelCall(
+        call = CallInfo(
             intercept_id=p.get("intercept_id"), dialect=dialect,
             upstream_dialect=p.get("upstream_dialect"), model=params.get("model"),
             stream=bool(p.get("stream")), new_messages=len(messages),
@@ -134,9 +134,11 @@ class _Builder:
         index = len(self.calls)
         self.calls.append(call)
         self._by_intercept[str(call.intercept_id)] = index
-        self._put(Request(), seq, index)
+        self._put(CallStart(), seq, index)
         for entry in system_entries(dialect, params):
-            if isinstance(entry, Said) and entry.text != self._system:
+            if not isinstance(entry, Said):  # a system prompt that does not parse
+                self._put(entry, seq, index)
+            elif entry.text != self._system:
                 self._system = entry.text
                 self._put(entry, seq, index)
         lead = next((i for i, m in enumerate(messages) if not _is_output(m)), len(messages))
@@ -156,7 +158,7 @@ class _Builder:
         call.prompt_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         call.completion_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
         _timing(call, p)
-        self._put(Reply(), seq, index)
+        self._put(CallReply(), seq, index)
         parts = body_entries(p)
         self._last_reply = _keys(parts)
         for entry in parts:
@@ -170,7 +172,7 @@ class _Builder:
         self._put(CallError(call.error_code, str(p.get("message", "")), call.status), seq, index)
 
 
-def _timing(call: ModelCall, p: Mapping[str, Any]) -> None:
+def _timing(call: CallInfo, p: Mapping[str, Any]) -> None:
     timing = p.get("timing") or {}
     call.ttfc_ms, call.total_ms = timing.get("ttfc_ms"), timing.get("total_ms")
 

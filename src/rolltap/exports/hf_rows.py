@@ -1,11 +1,11 @@
 """One row of the Hugging Face ``datasets`` export per rollout, built from its events.
 
 Pure Python, no ``datasets`` needed: the messages come from the session's transcript
-(:func:`rolltap.store.transcript.build_transcript`, which reads every harness and upstream
+(:func:`rolltap.exports.transcript.build_transcript`, which reads every harness and upstream
 dialect), the token columns from its token records through the training export's own
-sequence assembly (:func:`rolltap.store.token_export.assemble`). The columns and their
+sequence assembly (:func:`rolltap.exports.tokens.assemble`). The columns and their
 types are documented in ``docs/datasets-export.md`` and declared in
-:mod:`rolltap.store.hf_export`.
+:mod:`rolltap.exports.hf`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 
 from rolltap.events import Event, EventKind
-from rolltap.store.models import RunInfo, SessionInfo
-from rolltap.store.token_drift import drifts
-from rolltap.store.token_export import Segment, TokenRecordError, TokenTurn, assemble, token_turn
-from rolltap.store.transcript import build_transcript
-from rolltap.store.transcript_model import Entry, ModelCall, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.token_drift import drifts
+from rolltap.exports.tokens import Segment, TokenRecordError, TokenTurn, assemble, token_turn
+from rolltap.exports.transcript import build_transcript
+from rolltap.exports.transcript_model import CallInfo, Entry, Reasoning, Said, ToolCall, ToolResult
+from rolltap.store import RunInfo, SessionInfo
 
 __all__ = ["chat_messages", "drifted", "rollout_row"]
 
@@ -110,14 +110,14 @@ def _sum(values: list[Any]) -> int | None:
     return sum(present) if present else None
 
 
-def _usage(calls: Sequence[ModelCall]) -> dict[str, Any]:
+def _usage(calls: Sequence[CallInfo]) -> dict[str, Any]:
     prompt = _sum([c.prompt_tokens for c in calls])
     completion = _sum([c.completion_tokens for c in calls])
     total = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
-def _call(c: ModelCall) -> dict[str, Any]:
+def _call(c: CallInfo) -> dict[str, Any]:
     return {"model": _str(c.model), "dialect": _str(c.dialect),
             "upstream_dialect": _str(c.upstream_dialect), "stream": c.stream,
             "status": _int(c.status), "finish_reason": _str(c.finish_reason),
@@ -140,7 +140,7 @@ def _float(value: Any) -> float | None:
     return float(value) if number else None
 
 
-def _timing(info: SessionInfo, calls: Sequence[ModelCall]) -> dict[str, Any]:
+def _timing(info: SessionInfo, calls: Sequence[CallInfo]) -> dict[str, Any]:
     spent = [t for t in (_float(c.total_ms) for c in calls) if t is not None]
     return {"created_at": info.created_at, "updated_at": info.updated_at,
             "duration_s": info.updated_at - info.created_at,

@@ -21,11 +21,12 @@ from gateway.simtok import build_sim_tokenizer  # noqa: E402
 from rolltap.cli.main import register_commands  # noqa: E402
 from rolltap.config import EndpointConfig  # noqa: E402
 from rolltap.errors import MissingExtraError  # noqa: E402
+from rolltap.events import EventLog  # noqa: E402
+from rolltap.exports.hf import HfExport, export_hf, features  # noqa: E402
 from rolltap.rollouts import HarnessContext, HarnessResult, RolloutResult, Task, evaluate  # noqa: E402
 from rolltap.rollouts.builtin import chat_harness  # noqa: E402
 from rolltap.sim import Simulator  # noqa: E402
-from rolltap.store import EventLog, Store  # noqa: E402
-from rolltap.store.hf_export import HfExport, export_hf, features  # noqa: E402
+from rolltap.store import Store  # noqa: E402
 from rolltap.store.reader import reading  # noqa: E402
 
 TASK = Task(id="calc", prompt="what is 6*7?", info={"regex": "."})

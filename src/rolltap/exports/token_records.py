@@ -1,8 +1,8 @@
 """Token records: the ``tokens`` object of a ``model_response`` event, read and checked.
 
 The contract is ``docs/events.md``, "Token records"; the training export
-(:mod:`rolltap.store.token_export`), the Hugging Face export and the viewer read records
-through :func:`rolltap.store.token_export.token_turn` (:func:`read_turn` with the
+(:mod:`rolltap.exports.tokens`), the Hugging Face export and the viewer read records
+through :func:`rolltap.exports.tokens.token_turn` (:func:`read_turn` with the
 renders it knows), and build sequences from :class:`Segment`.
 """
 

@@ -1,10 +1,18 @@
 """The transcript's data types: what a session's events say, in reading order.
 
 A :class:`Transcript` is built from a session's events by
-:func:`rolltap.store.transcript.build_transcript`; ``rolltap sessions show`` renders it
-as text (:func:`rolltap.store.transcript_text.render_lines`) and a viewer may render the
+:func:`rolltap.exports.transcript.build_transcript`; ``rolltap sessions show`` renders it
+as text (:func:`rolltap.exports.transcript_text.render_lines`) and a viewer may render the
 same entries as HTML. Each entry names the event it came from (``seq``) and, when it
 belongs to a model call, that call's index in :attr:`Transcript.calls` (``call``).
+
+The conversation itself is read into the one canonical model
+(:mod:`rolltap.dialects.canonical`, by :mod:`rolltap.exports.transcript_parts`); an
+entry is a canonical part placed in the session (its event and call) and flattened for
+reading: a :class:`ToolCall` entry is a ``canonical.ToolCall`` with its ``seq`` and
+``call``, a :class:`Said` the texts of one message joined. :class:`CallStart`,
+:class:`CallReply` and :class:`CallError` mark where a call's input, output or failure
+begins, and :class:`CallInfo` sums up the call.
 """
 
 from __future__ import annotations
@@ -14,12 +22,12 @@ from typing import ClassVar
 
 __all__ = [
     "CallError",
+    "CallInfo",
+    "CallReply",
+    "CallStart",
     "Entry",
     "Marker",
-    "ModelCall",
     "Reasoning",
-    "Reply",
-    "Request",
     "Said",
     "ToolCall",
     "ToolResult",
@@ -76,8 +84,8 @@ class ToolResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
-    """Model call ``call`` starts: what follows up to its :class:`Reply` is its new input."""
+class CallStart:
+    """Model call ``call`` starts: what follows up to its :class:`CallReply` is its new input."""
 
     kind: ClassVar[str] = "request"
     seq: int = -1
@@ -85,7 +93,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class CallReply:
     """Model call ``call`` answered: what follows is its output."""
 
     kind: ClassVar[str] = "reply"
@@ -117,11 +125,11 @@ class Marker:
     call: int | None = None
 
 
-Entry = Said | Reasoning | ToolCall | ToolResult | Request | Reply | CallError | Marker
+Entry = Said | Reasoning | ToolCall | ToolResult | CallStart | CallReply | CallError | Marker
 
 
 @dataclass(slots=True)
-class ModelCall:
+class CallInfo:
     """One intercepted model call: how it was sent and how it went."""
 
     intercept_id: str | None = None
@@ -149,4 +157,4 @@ class Transcript:
     """A session's history as entries in event order, with its model calls."""
 
     entries: tuple[Entry, ...]
-    calls: tuple[ModelCall, ...]
+    calls: tuple[CallInfo, ...]

@@ -17,10 +17,22 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.events import FORMAT_VERSION, Event, EventLog
-from rolltap.store.errors import StoreValidationError
-from rolltap.store.models import RunInfo, SessionInfo, check_id, check_placement, check_status
-from rolltap.store.reader import fetch_run, fetch_session, iter_event_rows, list_sessions
-from rolltap.store.serialize import event_json, event_rows
+from rolltap.store import (
+    RunInfo,
+    SessionInfo,
+    Store,
+    StoreValidationError,
+    check_id,
+    check_placement,
+    check_status,
+    event_json,
+    event_rows,
+    fetch_run,
+    fetch_session,
+    iter_event_rows,
+    list_sessions,
+    reading,
+)
 
 __all__ = ["export_jsonl", "iter_sessions", "read_jsonl", "write_sessions"]
 
@@ -57,9 +69,26 @@ async def iter_sessions(
 
 
 async def export_jsonl(
+    store: Store,
+    dest: str | Path | IO[bytes],
+    *,
+    run: str | None = None,
+    session: str | None = None,
+) -> int:
+    """Write sessions as JSONL (one per line, forks resolved), in constant memory.
+
+    The sessions are all of the store's, ``run``'s, or just ``session``; returns the
+    number written.
+
+    >>> # await export_jsonl(store, "run.jsonl", run=run.id)
+    """
+    async with reading(store.engine) as conn:
+        return await _export(conn, dest, run=run, session=session)
+
+
+async def _export(
     conn: AsyncConnection, dest: str | Path | IO[bytes], *, run: str | None, session: str | None
 ) -> int:
-    """Write the sessions (all, of ``run``, or just ``session``) to ``dest``; how many."""
     if run is not None:
         await fetch_run(conn, run)  # StoreNotFoundError for an unknown run
     runs: dict[str, dict[str, Any]] = {}
@@ -118,15 +147,15 @@ async def _write_session(
 
 async def read_jsonl(
     src: str | Path | IO[bytes],
-) -> AsyncIterator[tuple[RunInfo, SessionInfo, list[dict[str, Any]]]]:
-    """Parse an export line by line: (run, session, event rows) per session."""
+) -> AsyncIterator[tuple[RunInfo, SessionInfo, list[Event]]]:
+    """Parse an export line by line: (run, session, events) per session."""
     with _opened(src, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 yield _parse(line, number)
 
 
-def _parse(line: bytes, number: int) -> tuple[RunInfo, SessionInfo, list[dict[str, Any]]]:
+def _parse(line: bytes, number: int) -> tuple[RunInfo, SessionInfo, list[Event]]:
     try:
         doc = orjson.loads(line)
         version = doc.get("format_version", 0)
@@ -138,7 +167,8 @@ def _parse(line: bytes, number: int) -> tuple[RunInfo, SessionInfo, list[dict[st
         raise StoreValidationError(f"line {number}: not a rolltap session: {exc!r}") from exc
     except StoreValidationError as exc:
         raise StoreValidationError(f"line {number}: {exc.message}") from exc
-    return run, session, event_rows(session.id, events)
+    event_rows(session.id, events)  # a payload that cannot be stored fails on its line
+    return run, session, events
 
 
 def _run(doc: dict[str, Any]) -> RunInfo:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.store import Event
-from rolltap.store.transcript import build_transcript
-from rolltap.store.transcript_model import Marker, Reasoning, Said, ToolCall, ToolResult
-from rolltap.store.transcript_text import render_lines
+from rolltap.events import Event
+from rolltap.exports.transcript import build_transcript
+from rolltap.exports.transcript_model import Marker, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.transcript_text import render_lines
 
 Recorded = tuple[str, dict[str, Any]]
 
