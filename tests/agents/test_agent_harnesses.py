@@ -35,7 +35,8 @@ from helpers import require_agent
 from rollouts.agentkit import process_state, until
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
-from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
+from rolltap.rollouts.harness import HarnessContext, answer_of
+from rolltap.rollouts.harness_loader import load_harness
 from rolltap.rollouts.tasks import load_tasks
 from rolltap.store import EventLog
 

@@ -19,8 +19,8 @@ from rolltap.gateway.harness import PREFIX
 from rolltap.http.auth import AuthThrottle
 from rolltap.openapi import admin_document, serve_document
 from rolltap.serve import RolloutSpec, ServeConfig, Service
-from rolltap.serve.admission import check_batch
-from rolltap.serve.api import SubmitRequest, build_app
+from rolltap.serve.supervisor.admission import check_batch
+from rolltap.serve.supervisor.http_api import SubmitRequest, build_app
 
 SRC = Path(__file__).parents[2] / "src" / "rolltap"
 EP = [EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m")]
