@@ -15,11 +15,11 @@ from rolltap.sim import Simulator
 from rolltap.store import EventKind, EventLog, Store
 
 
-async def _answer(channel: Channel, desk: ShippedStoreHost, frames: list[dict[str, Any]]) -> None:
-    """The supervisor's side: answer every store frame through the desk."""
+async def _answer(channel: Channel, host: ShippedStoreHost, frames: list[dict[str, Any]]) -> None:
+    """The supervisor's side: answer every store frame through the host."""
     while (message := await channel.recv()) is not None:
         frames.append(message)
-        reply = await desk.answer(message)
+        reply = await host.answer(message)
         if reply is not None:
             await channel.send(reply)
 
