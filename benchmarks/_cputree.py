@@ -27,7 +27,7 @@ def classify(proc: psutil.Process) -> str:
         line = " ".join(proc.cmdline())
     except psutil.Error:
         return "other"
-    if "rolltap.serve.worker" in line or "RayWorker" in line:
+    if "rolltap.serve.worker.process" in line or "RayWorker" in line:
         return "worker"
     return "ray" if "ray" in line else "other"
 

@@ -11,7 +11,7 @@ then "done"; the task's check sees the files. A route is the endpoint's dialect:
 ``messages`` relays Claude Code's calls, ``chat`` translates them to a chat upstream.
 
 Every repeat runs, in this order, each in this process as ``rolltap eval`` does
-(:func:`rolltap.serve.driver.run_eval`, a fresh SQLite store each):
+(:func:`rolltap.evaluate`, a fresh SQLite store each):
 
 - ``1 alone``: one Claude Code rollout, relayed, three times one after the other: the wall
   baseline (``wall / alone``, the median of the three);
@@ -51,8 +51,8 @@ from _agent_sampler import AgentSampler, is_agent
 from _plots import pyplot
 from _procs import cpu_seconds, free_port, rolltap_process
 
+import rolltap
 from rolltap.rollouts import Hooks, RunConfig
-from rolltap.serve.driver import run_eval
 
 #: single rollouts run per repeat for the wall baseline (the median is kept)
 ALONE = 3
@@ -112,7 +112,7 @@ async def wave(label: str, config: RunConfig) -> dict[str, Any]:
 
     hooks = Hooks(on_plan=lambda _run, _n: mark("plan"), on_result=lambda _res: mark("last"))
     with AgentSampler(is_agent("claude")) as sampler:
-        result = await run_eval(config, hooks=hooks)
+        result = await rolltap.evaluate(config, hooks=hooks)
     (t0, cpu0, kids0), (t1, cpu1, kids1) = marks["plan"], marks["last"]
     cpu, kids = cpu1 - cpu0, kids1 - kids0
     results = result.results

@@ -69,7 +69,7 @@ async def run_variant(
     rest = max(2.5 * args.stats_interval, 2.0)
     out = Outcome(label)
     async with Service(config) as service, ServeClient(service.url, "bench") as client:
-        pid = service.supervisor.fleet.ready()[0].pid
+        pid = service.supervisor.worker_slots.ready()[0].pid
         assert pid is not None
         with Sampler(pid, label) as sampler:
             one = argparse.Namespace(**{**vars(args), "concurrency": 1})

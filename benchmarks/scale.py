@@ -44,9 +44,9 @@ from _plots import pyplot
 from _procs import cpu_seconds, free_port, rolltap_process
 from _ray_cluster import two_node_cluster
 
+import rolltap
 from rolltap.results.rollout import RolloutResult
 from rolltap.rollouts import Hooks, RunConfig
-from rolltap.serve.driver import run_eval
 from rolltap.store import Store
 
 TURNS = 3
@@ -205,7 +205,7 @@ async def one_wave(
         with TreeCpu(exclude={upstream.pid}) as cpu:
             sim0 = cpu_seconds(upstream)
             t0 = time.perf_counter()
-            result = await run_eval(_config(c, port, tasks, store, mode), hooks=hooks)
+            result = await rolltap.evaluate(_config(c, port, tasks, store, mode), hooks=hooks)
             total = time.perf_counter() - t0
             sim_cpu = cpu_seconds(upstream) - sim0
     wall = marks["last"] - marks["plan"]

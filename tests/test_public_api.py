@@ -8,14 +8,23 @@ import rolltap
 from rolltap import errors
 
 EXPECTED = {
-    "AuthenticationError", "ConfigError", "EndpointConfig", "Event", "EventKind", "EventLog",
-    "Gateway", "GatewayClosedError", "GatewaySettings", "InvalidRequestError", "Lease",
-    "LimitReachedError", "LocalModel", "ModelClient", "ModelClientPool", "ModelPoolClosedError",
-    "ModelPoolFullError", "PoolCloseError", "PoolError", "PoolSnapshot", "RelayClient",
-    "Rollout", "RolloutClosedError", "RolloutNotFoundError", "RolltapError", "SimConfig",
-    "Simulator", "StoreBusyError", "StoreError", "Timeouts", "UpstreamError",
-    "UpstreamProtocolError", "UpstreamStatusError", "UpstreamTimeoutError", "__version__",
-    "join_url",
+    # run an eval
+    "evaluate", "resume", "RunConfig", "InProcess", "Workers", "Ray", "Task", "Harness",
+    "HarnessContext", "HarnessResult", "Hooks", "RunResult", "RolloutResult",
+    # the gateway, and beneath it
+    "Gateway", "Rollout", "EndpointConfig", "GatewaySettings", "Timeouts", "ModelClientPool",
+    "Lease", "PoolSnapshot", "ModelClient", "RelayClient", "join_url",
+    # results and storage
+    "Store", "Event", "EventKind", "EventLog",
+    # the rollout service; a model without a server
+    "ServeClient", "LocalModel", "SimConfig", "Simulator",
+    # errors
+    "AuthenticationError", "ConfigError", "GatewayClosedError", "InvalidRequestError",
+    "LimitReachedError", "ModelPoolClosedError", "ModelPoolFullError", "PoolCloseError",
+    "PoolError", "RolloutClosedError", "RolloutNotFoundError", "RolltapError",
+    "StoreBusyError", "StoreError", "UpstreamError", "UpstreamProtocolError",
+    "UpstreamStatusError", "UpstreamTimeoutError",
+    "__version__",
 }  # fmt: skip
 
 

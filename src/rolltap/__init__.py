@@ -1,12 +1,33 @@
-"""rolltap: run many concurrent LLM agent rollouts through a tapping, multiplexing gateway.
+r"""rolltap: run many concurrent LLM agent rollouts through a tapping, multiplexing gateway.
 
-The public names below are resolved on first use (a module ``__getattr__``), so
-``import rolltap.dialects.canonical`` — or any part on its own — loads that part and
-what it imports, not the gateway, the store and their libraries.
+The public names, by what a user does with them:
+
+* run an eval — :func:`evaluate`, :func:`resume`, :class:`RunConfig`, on a backend
+  (:class:`InProcess`, :class:`Workers`, :class:`Ray`); :class:`Task`, a harness
+  (:data:`Harness`, given a :class:`HarnessContext`, returning a :class:`HarnessResult`),
+  :class:`RunResult` of :class:`RolloutResult`\ s, :class:`Hooks` for a front end
+* the gateway in front of your own agent — :class:`Gateway`, :class:`Rollout`,
+  :class:`EndpointConfig`, :class:`GatewaySettings`, :class:`Timeouts`; beneath it the
+  model-client pool (:class:`ModelClientPool`, :class:`Lease`, :class:`PoolSnapshot`,
+  :class:`ModelClient`) and :class:`RelayClient` / :func:`join_url`
+* results and storage — :class:`Store` (SQLite, PostgreSQL, MySQL) and the event model
+  (:class:`Event`, :class:`EventKind`, :class:`EventLog`)
+* the rollout service — :class:`ServeClient` (``rolltap serve``'s caller)
+* a model without a server — :class:`LocalModel` (llama.cpp), :class:`Simulator`
+  (:class:`SimConfig`)
+* errors — :class:`RolltapError` and its tree (:mod:`rolltap.errors`)
+
+They are resolved on first use (a module ``__getattr__``), so ``import rolltap`` — or
+``import rolltap.dialects.canonical``, any part on its own — loads that part and what it
+imports, not the gateway, the store and their libraries.
 
 >>> import rolltap
 >>> rolltap.EndpointConfig(base_url="http://127.0.0.1:8080/v1", model="m").dialect
 'chat'
+>>> async def main() -> None:  # doctest: +SKIP
+...     config = rolltap.RunConfig(tasks="examples/patterns.jsonl", r=2, rewards=["prefix"])
+...     result = await rolltap.evaluate(config, backend=rolltap.Workers(2))
+...     print(result.summary["reward"]["mean"])
 """
 
 from __future__ import annotations
@@ -37,15 +58,54 @@ if TYPE_CHECKING:
         UpstreamStatusError,
         UpstreamTimeoutError,
     )
+    from rolltap.evaluation import evaluate, resume
     from rolltap.events import Event, EventKind, EventLog
     from rolltap.gateway import Gateway, Rollout
     from rolltap.local import LocalModel
     from rolltap.pool import Lease, ModelClientPool, PoolSnapshot
     from rolltap.pool.client import ModelClient
+    from rolltap.rollouts import (
+        Harness,
+        HarnessContext,
+        HarnessResult,
+        Hooks,
+        InProcess,
+        RolloutResult,
+        RunConfig,
+        RunResult,
+        Task,
+    )
+    from rolltap.serve import Ray, ServeClient, Workers
     from rolltap.sim import SimConfig, Simulator
+    from rolltap.store import Store
+    from rolltap.version import __version__
 
-__version__ = "0.1.0"
-
+#: run an eval
+_EVAL = {
+    "evaluate": "rolltap.evaluation", "resume": "rolltap.evaluation",
+    **dict.fromkeys(("Harness", "HarnessContext", "HarnessResult", "Hooks", "InProcess",
+                     "RolloutResult", "RunConfig", "RunResult", "Task"), "rolltap.rollouts"),
+    "Workers": "rolltap.serve", "Ray": "rolltap.serve",
+}  # fmt: skip
+#: the gateway in front of your own agent, and what is beneath it
+_GATEWAY = {
+    "Gateway": "rolltap.gateway", "Rollout": "rolltap.gateway",
+    "EndpointConfig": "rolltap.config", "GatewaySettings": "rolltap.config",
+    "Timeouts": "rolltap.config",
+    "ModelClientPool": "rolltap.pool", "Lease": "rolltap.pool", "PoolSnapshot": "rolltap.pool",
+    "ModelClient": "rolltap.pool.client",
+    "RelayClient": "rolltap.clients", "join_url": "rolltap.clients",
+}  # fmt: skip
+#: results and storage
+_STORAGE = {
+    "Store": "rolltap.store",
+    **dict.fromkeys(("Event", "EventKind", "EventLog"), "rolltap.events"),
+}
+#: the rollout service, and a model without a server
+_SERVICE_AND_MODELS = {
+    "ServeClient": "rolltap.serve",
+    "LocalModel": "rolltap.local", "SimConfig": "rolltap.sim", "Simulator": "rolltap.sim",
+}  # fmt: skip
 _ERRORS = (
     "AuthenticationError", "ConfigError", "GatewayClosedError", "InvalidRequestError",
     "LimitReachedError", "ModelPoolClosedError", "ModelPoolFullError", "PoolCloseError",
@@ -55,26 +115,12 @@ _ERRORS = (
 )  # fmt: skip
 #: each public name → the module it comes from
 _HOMES = {
-    "RelayClient": "rolltap.clients",
-    "join_url": "rolltap.clients",
-    "EndpointConfig": "rolltap.config",
-    "GatewaySettings": "rolltap.config",
-    "Timeouts": "rolltap.config",
+    **_EVAL, **_GATEWAY, **_STORAGE, **_SERVICE_AND_MODELS,
     **dict.fromkeys(_ERRORS, "rolltap.errors"),
-    "Gateway": "rolltap.gateway",
-    "Rollout": "rolltap.gateway",
-    "LocalModel": "rolltap.local",
-    "Lease": "rolltap.pool",
-    "ModelClientPool": "rolltap.pool",
-    "PoolSnapshot": "rolltap.pool",
-    "ModelClient": "rolltap.pool.client",
-    "SimConfig": "rolltap.sim",
-    "Simulator": "rolltap.sim",
-    "Event": "rolltap.events",
-    "EventKind": "rolltap.events",
-    "EventLog": "rolltap.events",
-}
+    "__version__": "rolltap.version",
+}  # fmt: skip
 
+#: grouped by a user's jobs in the module docstring
 __all__ = [
     "AuthenticationError",
     "ConfigError",
@@ -85,6 +131,11 @@ __all__ = [
     "Gateway",
     "GatewayClosedError",
     "GatewaySettings",
+    "Harness",
+    "HarnessContext",
+    "HarnessResult",
+    "Hooks",
+    "InProcess",
     "InvalidRequestError",
     "Lease",
     "LimitReachedError",
@@ -96,22 +147,32 @@ __all__ = [
     "PoolCloseError",
     "PoolError",
     "PoolSnapshot",
+    "Ray",
     "RelayClient",
     "Rollout",
     "RolloutClosedError",
     "RolloutNotFoundError",
+    "RolloutResult",
     "RolltapError",
+    "RunConfig",
+    "RunResult",
+    "ServeClient",
     "SimConfig",
     "Simulator",
+    "Store",
     "StoreBusyError",
     "StoreError",
+    "Task",
     "Timeouts",
     "UpstreamError",
     "UpstreamProtocolError",
     "UpstreamStatusError",
     "UpstreamTimeoutError",
+    "Workers",
     "__version__",
+    "evaluate",
     "join_url",
+    "resume",
 ]
 
 

@@ -36,7 +36,8 @@ from rollouts.agentkit import process_state, until
 from rolltap.events import EventLog
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
-from rolltap.rollouts.harness import HarnessContext, answer_of, load_harness
+from rolltap.rollouts.harness import HarnessContext, answer_of
+from rolltap.rollouts.harness_loader import load_harness
 from rolltap.rollouts.tasks import load_tasks
 
 MARKER = "USER-CONFIG-MARKER-7f3a"

@@ -19,8 +19,8 @@ from rolltap.gateway.harness import PREFIX
 from rolltap.http.auth import AuthThrottle
 from rolltap.openapi import admin_document, serve_document
 from rolltap.serve import RolloutSpec, ServeConfig, Service
-from rolltap.serve.admission import check_batch
-from rolltap.serve.api import SubmitRequest, build_app
+from rolltap.serve.supervisor.admission import check_batch
+from rolltap.serve.supervisor.http_api import SubmitRequest, build_app
 
 SRC = Path(__file__).parents[2] / "src" / "rolltap"
 EP = [EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m")]
@@ -158,7 +158,7 @@ def test_serve_openapi_documents_exactly_the_serve_routes() -> None:
 def test_every_credential_comparison_is_constant_time() -> None:
     """No ``==``/``!=`` on a name holding a token or secret in the servers' code."""
     offenders = []
-    for path in [*SRC.glob("gateway/*.py"), *SRC.glob("serve/*.py")]:
+    for path in [*SRC.glob("gateway/*.py"), *SRC.glob("serve/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(
                 isinstance(op, ast.Eq | ast.NotEq) for op in node.ops

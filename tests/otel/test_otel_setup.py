@@ -19,7 +19,7 @@ from rolltap.otel import otel_enabled, otel_requested
 from rolltap.otel.setup import ENDPOINT_VARS, _warn_once
 from rolltap.rollouts import Task, evaluate
 from rolltap.serve import ServeConfig
-from rolltap.serve.supervisor import Supervisor
+from rolltap.serve.supervisor.supervisor import Supervisor
 from rolltap.sim import Simulator
 from rolltap.store import Store
 from upstreams import serving

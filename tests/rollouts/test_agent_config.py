@@ -21,7 +21,8 @@ from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.agent_workdir import Workspace, isolated_env
 from rolltap.rollouts.agents import AGENT_KINDS, agent_harness, prompt_of
 from rolltap.rollouts.config import load_run_config
-from rolltap.rollouts.harness import AGENT_HARNESSES, HarnessContext, load_harness
+from rolltap.rollouts.harness import HarnessContext
+from rolltap.rollouts.harness_loader import AGENT_HARNESSES, load_harness
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.process import ProcessOutput, run_process
 from rolltap.rollouts.rewards import CheckNotRunError

@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
+import rolltap
 from rollouts.agentkit import FAKE_CLAUDE, process_state, until, write_agent
 from rolltap.config import EndpointConfig
 from rolltap.events import Event
-from rolltap.rollouts import LimitsConfig, RunConfig, Task, execute
+from rolltap.rollouts import LimitsConfig, RunConfig, Task
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
@@ -44,7 +45,9 @@ async def test_claude_code_runs_isolated_and_is_scored_by_its_check(
                 check='test "$(cat hello.txt)" = hello && echo checked')  # fmt: skip
     config = _config(tmp_path, harness="claude-code", harness_options={"max_turns": 4})
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
-    result = (await execute(config, tasks=[task], endpoint=endpoint)).results[0]
+    result = (
+        await rolltap.evaluate(config, rolltap.InProcess(), tasks=[task], endpoint=endpoint)
+    ).results[0]
     assert (result.status, result.reward, result.components) == ("completed", 1.0, {"check": 1.0})
     seen = orjson.loads(result.answer or "")
     env = seen["env"]
@@ -91,7 +94,9 @@ async def test_a_failed_turn_fails_the_rollout_without_a_check(
     ):
         monkeypatch.setenv("ROLLTAP_CLAUDE", str(agent))
         config = _config(tmp_path, harness="claude-code")
-        result = (await execute(config, tasks=[task], endpoint=endpoint)).results[0]
+        result = (
+            await rolltap.evaluate(config, rolltap.InProcess(), tasks=[task], endpoint=endpoint)
+        ).results[0]
         assert (result.status, result.reward) == ("failed", 0.0)
         assert fragment in (result.error or "")
         assert "check" not in [e.kind for e in await _events(config, result.session_id)]
@@ -114,7 +119,9 @@ async def test_codex_gets_its_own_config_and_its_last_message_is_the_answer(
     monkeypatch.setenv("OPENAI_API_KEY", "the-users-own-key")
     config = _config(tmp_path, harness="codex", rewards=["exact"])
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
-    result = await execute(config, tasks=[Task(id="t", prompt="p")], endpoint=endpoint)
+    result = await rolltap.evaluate(
+        config, rolltap.InProcess(), tasks=[Task(id="t", prompt="p")], endpoint=endpoint
+    )
     seen = orjson.loads(result.results[0].answer or "")
     env = seen["env"]
     assert env["CODEX_HOME"] == os.path.join(env["HOME"], ".codex")
@@ -137,7 +144,9 @@ async def test_a_timeout_kills_the_agent_and_all_it_started(
     config = _config(tmp_path, harness="claude-code", limits=LimitsConfig(timeout_s=3))
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     task = Task(id="t", prompt="p", check="true")
-    result = (await execute(config, tasks=[task], endpoint=endpoint)).results[0]
+    result = (
+        await rolltap.evaluate(config, rolltap.InProcess(), tasks=[task], endpoint=endpoint)
+    ).results[0]
     assert result.status == "timeout"
     for marker in ("grouped", "detached"):
         pid = int((tmp_path / marker).read_text())
@@ -158,7 +167,7 @@ async def test_checks_score_and_record_for_cmd_harnesses(sim: Simulator, tmp_pat
     command = 'cd "$ROLLTAP_WORKDIR" && printf made > made.txt && echo answer'
     config = _config(tmp_path, cmd=command)
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
-    run = await execute(config, tasks=tasks, endpoint=endpoint)
+    run = await rolltap.evaluate(config, rolltap.InProcess(), tasks=tasks, endpoint=endpoint)
     results = {r.task_id: r for r in run.results}
     assert {k: (r.status, r.reward) for k, r in results.items()} == {
         "pass": ("completed", 1.0),

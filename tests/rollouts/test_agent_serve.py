@@ -9,12 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
+import rolltap
 from rollouts.agentkit import FAKE_CLAUDE, write_agent
 from rolltap.config import EndpointConfig
 from rolltap.errors import HarnessNotAllowedError
 from rolltap.rollouts import RunConfig
-from rolltap.serve import RolloutSpec, ServeConfig, run_eval
-from rolltap.serve.admission import check_batch
+from rolltap.serve import RolloutSpec, ServeConfig
+from rolltap.serve.supervisor.admission import check_batch
 from rolltap.sim import Simulator
 
 EP = [EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m")]
@@ -63,7 +64,7 @@ async def test_workers_run_the_agent_with_the_runs_options(
         "store": f"sqlite:///{tmp_path}/runs.db",
         "harness": {"kind": "claude-code", "max_turns": 7, "model": "claude-x"},
     })  # fmt: skip
-    result = await run_eval(config)
+    result = await rolltap.evaluate(config)
     by_task = {r.task_id: r for r in result.results}
     assert {k: (r.status, r.reward) for k, r in by_task.items()} == {
         "run": ("completed", 1.0), "own": ("completed", 0.0)}  # fmt: skip

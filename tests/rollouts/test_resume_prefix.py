@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rolltap.rollouts import Task, evaluate, resume
+import rolltap
+from rolltap.rollouts import Task, evaluate
 from rolltap.sim import Simulator
 from rolltap.store import StoreNotFoundError
 
@@ -15,8 +16,8 @@ async def test_resume_by_prefix(sim: Simulator, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/runs.db"
     # a base URL (not an EndpointConfig) is kept in the run's config, for the resume
     first = await evaluate([Task(id="t", prompt="p")], endpoint=sim.base_url, store=url)
-    again = await resume(first.run_id[:6], store=url)
+    again = await rolltap.resume(first.run_id[:6], store=url)
     assert again.run_id == first.run_id
     assert again.summary["statuses"] == {"completed": 1}  # the finished rollout is kept
     with pytest.raises(StoreNotFoundError, match="at least 4 characters"):
-        await resume(first.run_id[:3], store=url)
+        await rolltap.resume(first.run_id[:3], store=url)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rolltap.rollouts import RunConfig, Task, evaluate, resume
+import rolltap
+from rolltap.rollouts import RunConfig, Task, evaluate
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
 
@@ -21,7 +22,7 @@ async def test_replica_urls_are_stored_and_resumed(tmp_path: Path) -> None:
         endpoint = RunConfig.model_validate(stored).endpoint_config()
         assert endpoint is not None
         assert endpoint.replicas == tuple(urls)
-        again = await resume(first.run_id, store=url)
+        again = await rolltap.resume(first.run_id, store=url)
     assert again.run_id == first.run_id
     assert again.summary["statuses"] == {"completed": 1}
     assert one.stats.requests + two.stats.requests >= 1

@@ -6,8 +6,9 @@ import shlex
 import sys
 from pathlib import Path
 
+import rolltap
 from rolltap.config import EndpointConfig
-from rolltap.rollouts import LimitsConfig, RunConfig, Task, command_harness, execute
+from rolltap.rollouts import LimitsConfig, RunConfig, Task, command_harness
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
@@ -28,7 +29,7 @@ async def test_sdk_process_answers_through_the_gateway(sim: Simulator, tmp_path:
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     config = _config(tmp_path, cmd=command, c=2)
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
-    result = await execute(config, tasks=tasks, endpoint=endpoint)
+    result = await rolltap.evaluate(config, rolltap.InProcess(), tasks=tasks, endpoint=endpoint)
     by_task = {res.task_id: res for res in result.results}
     assert (by_task["ok"].status, by_task["ok"].reward) == ("completed", 1.0)
     assert by_task["ok"].calls.calls == 1
@@ -51,7 +52,7 @@ async def test_hanging_command_is_killed_on_timeout(sim: Simulator, tmp_path: Pa
     command = f"sleep 300 & echo $! > {shlex.quote(str(marker))}; wait"
     config = _config(tmp_path, c=1, limits=LimitsConfig(timeout_s=0.5))
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
-    result = await execute(
+    result = await rolltap.evaluate(
         config, tasks=[Task(id="t", prompt="p")], endpoint=endpoint,
         harness=command_harness(command),
     )  # fmt: skip

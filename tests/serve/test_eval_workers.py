@@ -14,10 +14,10 @@ import orjson
 import psutil
 import pytest
 
+import rolltap
 from clikit import cli_env
 from rolltap.errors import ConfigError
 from rolltap.rollouts import Hooks, RolloutResult, RunConfig
-from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.sim import Simulator
 from rolltap.store import SessionInfo, Store
 from serve.servekit import read_until
@@ -45,11 +45,11 @@ def run_config(sim: Simulator, tasks: str, store: str, **fields: object) -> RunC
 
 
 def worker_processes() -> list[psutil.Process]:
-    """This test's serve worker processes (children running ``rolltap.serve.worker``)."""
+    """This test's serve worker processes (children running ``rolltap.serve.worker.process``)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "rolltap.serve.worker" in " ".join(child.cmdline()):
+            if "rolltap.serve.worker.process" in " ".join(child.cmdline()):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -71,9 +71,11 @@ async def test_a_run_on_two_workers_is_one_run_every_rollout_stored_once(
     url = serve_store
     async with await Store.open(url, upgrade=True):
         pass  # a server database is upgraded by its operator (rolltap db upgrade)
-    config = run_config(sim, tasks_file(tmp_path / "t.jsonl", 30), url, r=2, c=8, workers=2)
+    config = run_config(sim, tasks_file(tmp_path / "t.jsonl", 30), url, r=2, c=8)
     landed: list[RolloutResult] = []
-    result = await run_eval(config, hooks=Hooks(on_result=landed.append))
+    result = await rolltap.evaluate(
+        config, rolltap.Workers(2), hooks=Hooks(on_result=landed.append)
+    )
     assert result.summary["statuses"] == {"completed": 60}
     assert len(landed) == 60
     rows = await stored(url, result.run_id)
@@ -113,7 +115,7 @@ async def test_kill_9_of_a_worker_costs_only_its_rollouts(sim: Simulator, tmp_pa
 
     async with asyncio.TaskGroup() as group:
         group.create_task(kill_one_then_open())
-        result = await run_eval(config, hooks=Hooks(on_result=on_result))
+        result = await rolltap.evaluate(config, hooks=Hooks(on_result=on_result))
     assert result.summary["statuses"] == {"completed": 9, "worker_lost": 3}
     assert "worker_lost" in result.summary["errors"]
     replaced = [w for w in result.workers if w["generation"] == 1]
@@ -121,7 +123,7 @@ async def test_kill_9_of_a_worker_costs_only_its_rollouts(sim: Simulator, tmp_pa
     rows = await stored(url, result.run_id)
     assert sorted(status for _, _, status in rows) == ["completed"] * 9 + ["worker_lost"] * 3
     # the lost ones are what a resume reruns, on workers again
-    again = await resume_eval(result.run_id, store=url)
+    again = await rolltap.resume(result.run_id, store=url)
     assert again.summary["statuses"] == {"completed": 12}
     assert sorted(await stored(url, result.run_id)) == sorted(
         (f"t{i}", 0, "completed") for i in range(12)
@@ -160,5 +162,5 @@ async def test_workers_fields_are_checked_before_anything_starts(tmp_path: Path)
         RunConfig().merged({"workers_per_node": 2})
     config = RunConfig(tasks="x.jsonl", harness="chat", ray="local")
     with pytest.raises(ConfigError, match="--ray needs --endpoint"):
-        await run_eval(config)
+        await rolltap.evaluate(config)
     assert os.listdir(tmp_path) == []

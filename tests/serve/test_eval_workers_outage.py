@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+import rolltap
 from rolltap.rollouts import Hooks, RolloutResult
-from rolltap.serve.driver import run_eval
 from rolltap.sim import Simulator
 from rolltap.store import Store, WriterStats, upgrade
 from serve.test_eval_workers import run_config, stored
@@ -64,7 +64,9 @@ async def test_the_progress_line_hears_of_an_outage_and_every_rollout_is_stored_
 
     async with asyncio.TaskGroup() as group:
         group.create_task(outage())
-        result = await run_eval(config, hooks=Hooks(on_result=landed.append, on_store=on_store))
+        result = await rolltap.evaluate(
+            config, hooks=Hooks(on_result=landed.append, on_store=on_store)
+        )
     assert result.summary["statuses"] == {"completed": 12} and len(landed) == 12
     expected = sorted((f"t{i}", 0, "completed") for i in range(12))
     assert sorted(await stored(url, result.run_id)) == expected

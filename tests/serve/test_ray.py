@@ -20,12 +20,13 @@ import orjson
 import psutil
 import pytest
 
+import rolltap
 from clikit import arolltap, cli_env
 from rolltap.errors import ClusterError
 from rolltap.rollouts import Hooks, RolloutResult
 from rolltap.rollouts.api import Stoppable
 from rolltap.serve import ServeClient
-from rolltap.serve.driver import EvalDriver, run_eval
+from rolltap.serve.supervisor.eval_driver import EvalDriver
 from rolltap.sim import Simulator
 from rolltap.store import Store
 from serve.conftest import upgraded_database
@@ -66,10 +67,8 @@ async def test_a_run_lands_on_both_nodes_and_every_rollout_is_stored_once(
     sim: Simulator, tmp_path: Path, cluster: str, ray_store: str
 ) -> None:
     url = ray_store
-    config = run_config(
-        sim, tasks_file(tmp_path / "t.jsonl", 60), url, r=2, c=16, ray=cluster, workers=4
-    )
-    result = await run_eval(config)
+    config = run_config(sim, tasks_file(tmp_path / "t.jsonl", 60), url, r=2, c=16)
+    result = await rolltap.evaluate(config, rolltap.Ray(cluster, workers=4))
     assert result.summary["statuses"] == {"completed": 120}
     sessions = await sessions_of(url, result.run_id)
     keys = Counter((s.task["task_id"], s.task["sample"]) for s in sessions)
@@ -115,7 +114,9 @@ async def test_kill_9_of_an_actor_costs_only_its_rollouts(
 
     async with asyncio.TaskGroup() as group:
         group.create_task(kill_one_then_open())
-        result = await run_eval(config, hooks=Hooks(on_result=on_result, on_runner=on_runner))
+        result = await rolltap.evaluate(
+            config, hooks=Hooks(on_result=on_result, on_runner=on_runner)
+        )
     assert result.summary["statuses"] == {"completed": 9, "worker_lost": 3}
     restarted = [w for w in result.workers if w["generation"] == 1]
     assert len(restarted) == 1 and restarted[0]["finished"] >= 3
@@ -163,7 +164,7 @@ async def test_a_cluster_without_room_fails_the_run_with_one_clear_error(
     with pytest.raises(
         ClusterError, match=r"could not place 9 workers .* within 3 s \(it has 4 CPUs"
     ):
-        await run_eval(config)
+        await rolltap.evaluate(config)
     async with await Store.open(url) as store:
         assert await store.list_runs() == []  # a run that could not start leaves nothing
 

@@ -11,12 +11,12 @@ import aiohttp
 
 from rolltap.config import EndpointConfig
 from rolltap.serve import RolloutSpec, ServeClient
-from rolltap.serve.fleet import Fleet
+from rolltap.serve.supervisor.worker_slots import WorkerSlots
 from rolltap.sim import SimConfig, Simulator
 from serve.servekit import TOKEN, ServiceFactory
 
 
-def _drifts(fleet: Fleet) -> list[int]:
+def _drifts(fleet: WorkerSlots) -> list[int]:
     return [(h.stats.get("totals") or {}).get("token_drift", 0)
             for h in fleet.slots if h is not None]  # fmt: skip
 
@@ -32,7 +32,7 @@ async def test_metrics_sum_the_workers_token_drift(
                  for i in range(4)]  # fmt: skip
         async with ServeClient(service.url, TOKEN) as client, client.batch(specs) as batch:
             statuses = [r.status async for r in batch]
-        fleet = service.supervisor.fleet
+        fleet = service.supervisor.worker_slots
         # three calls each: the second and third drift (4 rollouts, 8 turns)
         await fleet.wait_until(lambda f: sum(_drifts(f)) == 8)
         async with http.get(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolltap.serve.metrics import render_metrics
+from rolltap.serve.supervisor.metrics import render_metrics
 
 
 def _status(*totals: dict[str, Any]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ async def _pending_while_down(service: Service) -> None:
             and sum(int(s.get("pending_commits") or 0) for s in states) > 0
         )
 
-    await service.supervisor.fleet.wait_until(held)
+    await service.supervisor.worker_slots.wait_until(held)
 
 
 async def _available_again(client: ServeClient) -> None:
@@ -121,7 +121,7 @@ async def test_server_stopped_10s_mid_batch_stores_every_rollout_once(
             await asyncio.sleep(max(0.0, down_at + OUTAGE_S - loop.time()))  # the outage
             await asyncio.to_thread(private_db.start)
             results = [r async for r in batch]
-        await service.supervisor.fleet.wait_until(
+        await service.supervisor.worker_slots.wait_until(
             lambda f: all(h.store_state.get("unavailable_s") is None for h in f.ready())
         )
         await _available_again(client)  # the supervisor's own writer reconnects too

@@ -1,7 +1,7 @@
 """``rolltap serve`` on SQLite through store trouble: the supervisor's one writer faulted.
 
 On SQLite the supervisor owns the only writer and the workers ship their writes to it
-(:class:`~rolltap.serve.sink.ShippedStore`). Faults are injected into that writer
+(:class:`~rolltap.serve.worker.session_store.ShippedStore`). Faults are injected into that writer
 (``Service(store_hooks=...)``, test-only): transient ones make the store unreachable for
 a while (new batches get ``503 store_unavailable``, the rollouts in flight go on, then
 everything is stored exactly once) or past ``store_unavailable_timeout_s`` (the sessions
@@ -84,7 +84,7 @@ def _url(service: Service) -> str:
 
 
 async def _until_store(service: Service, key: str, value: Any) -> None:
-    await service.supervisor.fleet.wait_until(lambda _: _store_state(service)[key] == value)
+    await service.supervisor.worker_slots.wait_until(lambda _: _store_state(service)[key] == value)
 
 
 async def _start(start: ServiceFactory, hooks: WriterHooks, **overrides: Any) -> Service:
@@ -103,7 +103,7 @@ async def test_supervisor_writer_faulted_mid_batch_stores_every_rollout_once(
             hooks.down = True
             sim.gate("fault").open()  # the rollouts in flight go on
             await sim.wait_for(lambda s: s.completed == 3 * N, timeout=60)
-            await service.supervisor.fleet.wait_until(
+            await service.supervisor.worker_slots.wait_until(
                 lambda _: (
                     service.supervisor.store.stats().pending_commits > 0
                     and _store_state(service)["unavailable_s"] is not None

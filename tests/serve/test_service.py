@@ -41,7 +41,7 @@ async def test_batch_results_stream_back_and_are_stored(
 
 async def test_token_guards_everything_but_health(start_service: ServiceFactory) -> None:
     service = await start_service(workers=1)
-    await service.supervisor.fleet.wait_until(lambda fleet: bool(fleet.ready()[0].stats))
+    await service.supervisor.worker_slots.wait_until(lambda fleet: bool(fleet.ready()[0].stats))
     async with aiohttp.ClientSession() as http:
         async with http.get(service.url + "/status") as resp:
             assert resp.status == 401

@@ -9,18 +9,18 @@ from typing import Any
 
 from rollouts.runnerkit import run_placed
 from rolltap.events import EventKind, EventLog
-from rolltap.serve.desk import StoreDesk
 from rolltap.serve.protocol import Channel, Msg
-from rolltap.serve.sink import ShippedStore, StoreRpc
+from rolltap.serve.supervisor.shipped_store_host import ShippedStoreHost
+from rolltap.serve.worker.session_store import ShippedStore, StoreRpc
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
 
-async def _answer(channel: Channel, desk: StoreDesk, frames: list[dict[str, Any]]) -> None:
-    """The supervisor's side: answer every store frame through the desk."""
+async def _answer(channel: Channel, host: ShippedStoreHost, frames: list[dict[str, Any]]) -> None:
+    """The supervisor's side: answer every store frame through the host."""
     while (message := await channel.recv()) is not None:
         frames.append(message)
-        reply = await desk.answer(message)
+        reply = await host.answer(message)
         if reply is not None:
             await channel.send(reply)
 
@@ -40,7 +40,7 @@ async def test_commits_ship_only_new_events_and_rewinds_from_the_cut(tmp_path: P
         rpc = StoreRpc(worker)
         shipped = ShippedStore(rpc)
         async with asyncio.TaskGroup() as group:
-            answering = group.create_task(_answer(supervisor, StoreDesk(store), frames))
+            answering = group.create_task(_answer(supervisor, ShippedStoreHost(store), frames))
             reading = group.create_task(_worker_side(rpc, worker))
             session = await shipped.create_session(run.id, session_id="s1", task={"k": 1})
             log = EventLog()
@@ -75,7 +75,7 @@ async def test_a_shipped_runner_stores_its_node_and_worker(sim: Simulator, tmp_p
         run = await store.create_run("shipped")
         rpc = StoreRpc(worker)
         async with asyncio.TaskGroup() as group:
-            answering = group.create_task(_answer(supervisor, StoreDesk(store), frames))
+            answering = group.create_task(_answer(supervisor, ShippedStoreHost(store), frames))
             reading = group.create_task(_worker_side(rpc, worker))
             shipped = ShippedStore(rpc)
             await run_placed(sim, shipped, run.id, 3, node_id="node-c", worker_id="w2")

@@ -14,14 +14,14 @@ import pytest
 from local.localkit import read_fifo, wait_gone
 from rolltap.proc.memory import Trimmer, readings
 from rolltap.serve import RolloutSpec, ServeClient
-from rolltap.serve.fleet import Fleet
+from rolltap.serve.supervisor.worker_slots import WorkerSlots
 from rolltap.sim import Simulator
 from rolltap.store import Store, StoreFencedError
 from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec
 
 
-def _replaced(index: int, old_pid: int | None) -> Callable[[Fleet], bool]:
-    def check(fleet: Fleet) -> bool:
+def _replaced(index: int, old_pid: int | None) -> Callable[[WorkerSlots], bool]:
+    def check(fleet: WorkerSlots) -> bool:
         handle = fleet.slots[index]
         return handle is not None and handle.state == "ready" and handle.pid != old_pid
 
@@ -36,7 +36,7 @@ async def test_kill_9_mid_batch_loses_only_that_workers_rollouts(
     async with await Store.open(serve_store, upgrade=True):
         pass  # a server database gets its schema, as `rolltap db upgrade` would
     service = await start_service(store=serve_store)
-    fleet = service.supervisor.fleet
+    fleet = service.supervisor.worker_slots
     async with ServeClient(service.url, TOKEN) as client:
         async with client.batch([gated_spec(f"t{i}", "hold") for i in range(4)]) as batch:
             await sim.wait_for(lambda stats: stats.in_flight == 4)
@@ -73,7 +73,7 @@ async def test_a_blocked_loop_misses_its_heartbeat_and_is_replaced(
 ) -> None:
     # long enough that a healthy worker on a loaded 2-core machine never misses it
     service = await start_service(heartbeat_timeout_s=5.0)
-    fleet = service.supervisor.fleet
+    fleet = service.supervisor.worker_slots
     before = [handle.pid for handle in fleet.ready()]
     async with ServeClient(service.url, TOKEN) as client:
         stuck = await client.submit(chat_spec("stuck", block_loop_s=600.0))
@@ -98,9 +98,9 @@ async def test_heartbeats_report_stats_and_trims_off_the_loop(
     start_service: ServiceFactory,
 ) -> None:
     service = await start_service(workers=1)
-    fleet = service.supervisor.fleet
+    fleet = service.supervisor.worker_slots
 
-    def trimmed(fleet: Fleet) -> bool:
+    def trimmed(fleet: WorkerSlots) -> bool:
         handle = fleet.slots[0]
         return handle is not None and "thread" in handle.stats.get("trim", {})
 
@@ -129,7 +129,7 @@ async def test_a_killed_workers_cmd_harness_dies_with_it(
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
     service = await start_service(workers=1)
-    (worker,) = service.supervisor.fleet.ready()
+    (worker,) = service.supervisor.worker_slots.ready()
     assert worker.pid is not None
     spec = RolloutSpec(task={"id": "t", "prompt": "hi"},
                        cmd=f"sleep 300 & echo $$ $! > {fifo}; wait")  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from rolltap import evaluation
 from rolltap.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,7 +32,6 @@ from rolltap.cli.report import ProgressReporter, render_compare, render_summary,
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
 from rolltap.rollouts.api import Stoppable
-from rolltap.serve.driver import resume_eval, run_eval
 from rolltap.store import Store, resolve_store_url
 
 __all__ = ["register"]
@@ -57,13 +57,14 @@ class _Stopper:
 
 
 async def _eval(
-    config: RunConfig, resume: str | None, as_json: bool, stopper: _Stopper
+    config: RunConfig, resume_id: str | None, as_json: bool, stopper: _Stopper
 ) -> RunResult:
+    """``rolltap.evaluate`` on the backend ``--workers``/``--ray`` (or the config) name."""
     with ProgressReporter(err_console) as progress:
         hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
                       on_plan=progress.plan, on_stage=progress.stage,
                       on_store=progress.store)  # fmt: skip
-        if resume is not None:
+        if resume_id is not None:
             default = RunConfig()
             overrides: dict[str, Any] = {
                 k: getattr(config, k)
@@ -74,9 +75,13 @@ async def _eval(
                 overrides["otel"] = config.otel
             if config.otel_content:
                 overrides["otel_content"] = True
-            result = await resume_eval(resume, store=config.store, overrides=overrides, hooks=hooks)
+            # the stored run's placement, unless --workers/--ray said otherwise
+            result = await evaluation.resume(
+                resume_id, store=config.store, overrides=overrides, hooks=hooks
+            )
         else:
-            result = await run_eval(config, hooks=hooks)
+            backend = evaluation.backend_for(config)  # --workers/--ray, or the config's
+            result = await evaluation.evaluate(config, backend, hooks=hooks)
     _report(result, config, as_json)
     return result
 

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from rolltap import __version__
+        from rolltap.version import __version__
 
         typer.echo(f"rolltap {__version__}")
         raise typer.Exit()

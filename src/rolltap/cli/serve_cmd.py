@@ -61,7 +61,7 @@ async def _serve(
         # one line a parser can rely on: tests and scripts read the URL from it
         console.print(f"rolltap serve: {service.url}", soft_wrap=True, highlight=False)
         console.print(
-            f"{len(service.supervisor.fleet.slots)} workers × {config.max_inflight} rollouts"
+            f"{len(service.supervisor.worker_slots.slots)} workers × {config.max_inflight} rollouts"
             f"{' on Ray' if config.ray is not None else ''}; "
             f"store {mask_url(resolve_store_url(config.store))}",
             highlight=False,

@@ -69,7 +69,7 @@ class GatewayTracer:
         content: bool = False,
         run_id: str | None = None,
     ) -> None:
-        from rolltap import __version__
+        from rolltap.version import __version__
 
         provider = provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("rolltap", __version__)

@@ -1,4 +1,5 @@
-"""Rollouts: tasks, harnesses, rewards and the runner behind ``rolltap eval``.
+"""Rollouts: tasks, harnesses, rewards and the runner behind ``rolltap eval``; the
+:class:`Backend` seam and :class:`InProcess` (the door itself: ``rolltap.evaluate``).
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     result = await evaluate("examples/patterns.jsonl", harness="chat", rewards=["prefix"])
@@ -8,9 +9,11 @@
 from rolltap.results.passk import PASS_THRESHOLD, pass_at_k
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.summary import summarize
-from rolltap.rollouts.api import Hooks, RunResult, evaluate, execute, resume
+from rolltap.rollouts.api import Hooks, RunResult, evaluate
+from rolltap.rollouts.backend import Backend, InProcess
 from rolltap.rollouts.config import LimitsConfig, RunConfig, load_run_config
-from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult, load_harness
+from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult
+from rolltap.rollouts.harness_loader import load_harness
 from rolltap.rollouts.rewards import BUILTIN_REWARDS, RewardSpec, Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.subprocess_harness import command_harness
@@ -19,10 +22,12 @@ from rolltap.rollouts.tasks import Task, load_tasks
 __all__ = [
     "BUILTIN_REWARDS",
     "PASS_THRESHOLD",
+    "Backend",
     "Harness",
     "HarnessContext",
     "HarnessResult",
     "Hooks",
+    "InProcess",
     "LimitsConfig",
     "RewardSpec",
     "RolloutResult",
@@ -34,12 +39,10 @@ __all__ = [
     "WorkItem",
     "command_harness",
     "evaluate",
-    "execute",
     "load_harness",
     "load_run_config",
     "load_tasks",
     "parse_reward_spec",
     "pass_at_k",
-    "resume",
     "summarize",
 ]

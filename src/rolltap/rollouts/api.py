@@ -1,4 +1,7 @@
-"""The Python API: ``await evaluate(...)`` and ``await resume(run_id)``.
+"""An eval in this process: what :class:`~rolltap.rollouts.backend.InProcess` runs, the
+run's result and hooks, and ``evaluate(...)`` with keywords (a run config built from
+them, run in process). The one door to an eval, on any backend, is ``rolltap.evaluate``
+(:mod:`rolltap.evaluation`).
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     result = await evaluate("examples/patterns.jsonl", harness="chat", r=2, c=8,
@@ -46,7 +49,6 @@ __all__ = [
     "execute",
     "load_run_tasks",
     "report_store",
-    "resume",
     "run_endpoint",
     "store_summary",
     "stored_run_config",
@@ -268,7 +270,7 @@ async def execute(
     endpoint: EndpointConfig | None = None,
     hooks: Hooks | None = None,
 ) -> RunResult:
-    """Run (or resume) what ``config`` describes; the library behind ``rolltap eval``.
+    """Run (or resume) what ``config`` describes in this process (``InProcess``).
 
     Harness, rewards, endpoint, extras, tasks and store are checked before anything
     starts; a new run is created once its model and gateway are up, so a run that
@@ -276,8 +278,8 @@ async def execute(
     """
     if config.distributed:
         raise ConfigError(
-            "workers/ray: a run on worker processes or Ray is driven by "
-            "rolltap.serve.run_eval (what `rolltap eval --workers/--ray` uses)"
+            "workers/ray: a run on worker processes or Ray is run by "
+            "rolltap.evaluate (what `rolltap eval --workers/--ray` uses)"
         )
     ctx = _Context(hooks or Hooks())
     plan = prepare(config, harness, endpoint)
@@ -339,7 +341,7 @@ async def evaluate(
 
     ``endpoint`` is an :class:`EndpointConfig`, a base URL, a list of replica URLs (each
     rollout pinned to one), or ``None`` to start the built-in local model; URLs are kept
-    in the run's config, for :func:`resume`. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
+    in the run's config, for ``rolltap.resume``. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
     ``client="tokens"`` on the local model records exact token ids for every call (an
     :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
     ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
@@ -368,18 +370,6 @@ async def evaluate(
 def _qualname(fn: Harness) -> str:
     module = getattr(fn, "__module__", "?")
     return f"{module}:{getattr(fn, '__qualname__', type(fn).__name__)}"
-
-
-async def resume(
-    run_id: str,
-    *,
-    store: str | None = None,
-    overrides: dict[str, Any] | None = None,
-    hooks: Hooks | None = None,
-) -> RunResult:
-    """Rerun every rollout of ``run_id`` that did not finish (see :func:`plan_resume`)."""
-    run_id, config = await stored_run_config(run_id, store=store, overrides=overrides)
-    return await execute(config, resume_run=run_id, hooks=hooks)
 
 
 async def stored_run_config(

@@ -191,6 +191,13 @@ class RunConfig(BaseModel):
         """Whether the rollouts run on worker processes or Ray actors."""
         return self.workers is not None or self.ray is not None
 
+    def placed(self, placement: dict[str, Any]) -> RunConfig:
+        """A copy that runs where a backend says: ``workers``, ``ray``, ``workers_per_node``
+        and ``ray_working_dir`` replaced by ``placement``'s (absent ones cleared). It is
+        stored with the run, so a resume runs there too (:mod:`rolltap.rollouts.backend`)."""
+        fields = ("workers", "ray", "workers_per_node", "ray_working_dir")
+        return _validate({**self.model_dump(), **{k: placement.get(k) for k in fields}}, "backend")
+
     def merged(self, overrides: dict[str, Any]) -> RunConfig:
         """A copy with every non-``None`` override applied (flags over the file)."""
         data = self.model_dump()

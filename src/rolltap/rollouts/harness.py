@@ -1,28 +1,23 @@
-"""The harness API: what a harness is given and what it returns, and how one is loaded.
+"""The harness API: what a harness is given and what it returns.
 
 A harness is ``async def harness(task: Task, ctx: HarnessContext) -> str | HarnessResult``.
 It talks to the model only through the rollout's gateway URLs in ``ctx``; the runner
-turns what it returns (or raises) into the rollout's answer and status.
-
->>> load_harness("chat").__name__
-'chat_harness'
+turns what it returns (or raises) into the rollout's answer and status. How one is
+found by name: :mod:`rolltap.rollouts.harness_loader`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx2
 
-from rolltap.errors import ConfigError
 from rolltap.events import EventLog
-from rolltap.rollouts.agent_options import AgentOptions
-from rolltap.rollouts.loader import load_callable
 from rolltap.rollouts.tasks import Task
 
-__all__ = ["AGENT_HARNESSES", "Harness", "HarnessContext", "HarnessResult", "load_harness"]
+__all__ = ["Harness", "HarnessContext", "HarnessResult", "answer_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,45 +54,15 @@ class HarnessResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-Harness = Callable[[Task, HarnessContext], Awaitable["str | HarnessResult"]]
+class Harness(Protocol):
+    """``async def harness(task: Task, ctx: HarnessContext) -> str | HarnessResult``: any
+    function of that shape, its parameters named as it likes."""
 
-#: the built-in agent harnesses: real CLI agents run as processes with a shell of their own
-#: (:mod:`rolltap.rollouts.agents`); a serve allowlist must name them
-AGENT_HARNESSES = frozenset({"claude-code", "codex"})
+    __name__: str
 
-
-def _builtins() -> dict[str, Harness]:
-    from rolltap.rollouts.builtin import chat_harness, tool_agent_harness
-    from rolltap.rollouts.builtin_messages import messages_tool_agent_harness
-
-    return {
-        "chat": chat_harness,
-        "tool-agent": tool_agent_harness,
-        "messages-tool-agent": messages_tool_agent_harness,
-    }
-
-
-def builtin_harness_names() -> frozenset[str]:
-    """The names of the built-in harnesses, the agents (:data:`AGENT_HARNESSES`) among
-    them; a serve allowlist always admits the others."""
-    return frozenset(_builtins()) | AGENT_HARNESSES
-
-
-def load_harness(spec: str, options: AgentOptions | None = None) -> Harness:
-    """A built-in harness by name (``chat``, ``tool-agent``, ``messages-tool-agent``,
-    ``claude-code``, ``codex``) or ``module:function``. ``options`` (the run's
-    ``[harness]`` table) are for the agent harnesses only; an agent's CLI that is not
-    installed is a :class:`~rolltap.errors.MissingAgentError`."""
-    if spec in AGENT_HARNESSES:
-        from rolltap.rollouts.agents import agent_harness
-
-        return agent_harness(spec, options)
-    if options is not None and options.is_set():
-        agents = ", ".join(sorted(AGENT_HARNESSES))
-        raise ConfigError(f"[harness] options are for the agent harnesses ({agents}), not {spec!r}")
-    builtins = {**_builtins(), **dict.fromkeys(AGENT_HARNESSES)}  # named in the error
-    harness: Harness = load_callable(spec, builtins, "harness")
-    return harness
+    def __call__(self, task: Task, ctx: HarnessContext, /) -> Awaitable[str | HarnessResult]:
+        """Run the task through the rollout's gateway; the answer."""
+        ...
 
 
 def answer_of(result: object) -> HarnessResult:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError, MissingExtraError
 from rolltap.rollouts.config import RunConfig
-from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.harness import Harness
+from rolltap.rollouts.harness_loader import load_harness
 from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.subprocess_harness import command_harness
 

@@ -39,8 +39,16 @@ from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.config import LimitsConfig
 from rolltap.rollouts.rewards import parse_reward_spec
 from rolltap.rollouts.tasks import Task, task_from_dict
+from rolltap.store import WriterStats
 
-__all__ = ["Channel", "ChannelClosedError", "Msg", "RolloutSpec", "WorkerConfig"]
+__all__ = [
+    "Channel",
+    "ChannelClosedError",
+    "Msg",
+    "RolloutSpec",
+    "WorkerConfig",
+    "store_report",
+]
 
 _HEADER = struct.Struct(">I")
 #: the largest frame either side accepts (a commit of a huge first prompt fits)
@@ -241,3 +249,14 @@ class Channel:
         # a peer that is gone already leaves nothing to flush
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
+
+
+def store_report(stats: WriterStats, max_bytes: int) -> dict[str, Any]:
+    """One writer's health, as a worker reports it and ``/status`` shows it."""
+    return {
+        "unavailable_s": None if stats.unavailable_s is None else round(stats.unavailable_s, 1),
+        "pending_commits": stats.pending_commits,
+        "pending_bytes": stats.pending_bytes,
+        "over": stats.pending_bytes >= max_bytes,
+        "full_s": None if stats.full_s is None else round(stats.full_s, 1),
+    }

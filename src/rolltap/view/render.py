@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 
 import orjson
 
-from rolltap import __version__
 from rolltap.results.figures import fmt_ms
 from rolltap.store import RunRow
+from rolltap.version import __version__
 
 __all__ = [
     "FILTERS",

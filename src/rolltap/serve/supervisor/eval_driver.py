@@ -1,15 +1,18 @@
 """``rolltap eval`` on workers: the driver of a run whose rollouts run elsewhere.
 
 With ``workers`` (local processes) or ``ray`` (Ray actors) in the run config, the
-driver starts a :class:`~rolltap.serve.supervisor.Supervisor` with that launcher,
+driver starts a :class:`~rolltap.serve.supervisor.supervisor.Supervisor` with that launcher,
 creates (or takes over, on resume) the run, and feeds it the run's rollouts as room
 frees up — at most ``c`` in flight in all, split evenly over the workers. Results stream
 back into one progress display and one summary, and ``--resume`` works as in-process.
 A lost worker costs only its rollouts (``worker_lost``); a driver that has work left but
 no worker for ``start_timeout_s`` fails the run with ``workers_lost`` instead of waiting.
 
+What ``rolltap.Workers(n)`` and ``rolltap.Ray(address)`` run
+(:mod:`rolltap.serve.backends`):
+
 >>> async def main(config: RunConfig) -> None:  # doctest: +SKIP
-...     result = await run_eval(config.merged({"workers": 2}))
+...     result = await EvalDriver(config.placed({"workers": 2}), Hooks()).run(None)
 ...     print(result.summary["statuses"])
 """
 
@@ -22,7 +25,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rolltap.config import EndpointConfig
@@ -34,26 +37,24 @@ from rolltap.rollouts.api import (
     LOCAL_SAMPLING,
     Hooks,
     RunResult,
-    execute,
     load_run_tasks,
     report_store,
     run_endpoint,
     store_summary,
-    stored_run_config,
 )
 from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT, RunConfig
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.runner import WorkItem
 from rolltap.rollouts.tasks import Task
 from rolltap.rollouts.workplan import plan_resume
-from rolltap.serve.batches import Batch
 from rolltap.serve.config import ServeConfig
-from rolltap.serve.fleet import Fleet
 from rolltap.serve.protocol import RolloutSpec
-from rolltap.serve.supervisor import Supervisor
+from rolltap.serve.supervisor.placement import Batch
+from rolltap.serve.supervisor.supervisor import Supervisor
+from rolltap.serve.supervisor.worker_slots import WorkerSlots
 from rolltap.store import StoreFullError, StoreUnavailableError, WriterStats
 
-__all__ = ["EvalDriver", "resume_eval", "run_eval"]
+__all__ = ["EvalDriver"]
 
 log = logging.getLogger("rolltap.serve.driver")
 
@@ -62,30 +63,8 @@ log = logging.getLogger("rolltap.serve.driver")
 _NO_TIMEOUT_S = 7 * 24 * 3600.0
 
 
-async def run_eval(
-    config: RunConfig, *, resume_run: str | None = None, hooks: Hooks | None = None
-) -> RunResult:
-    """Run (or resume) ``config`` where it says: in this process, on ``workers`` local
-    processes, or on Ray (``ray``); the library behind ``rolltap eval``."""
-    if not config.distributed:
-        return await execute(config, resume_run=resume_run, hooks=hooks)
-    return await EvalDriver(config, hooks or Hooks()).run(resume_run)
-
-
-async def resume_eval(
-    run_id: str,
-    *,
-    store: str | None = None,
-    overrides: dict[str, Any] | None = None,
-    hooks: Hooks | None = None,
-) -> RunResult:
-    """Rerun every rollout of ``run_id`` that did not finish, where its config says."""
-    run_id, config = await stored_run_config(run_id, store=store, overrides=overrides)
-    return await run_eval(config, resume_run=run_id, hooks=hooks)
-
-
-def _ready_count_is_not(count: int) -> Callable[[Fleet], bool]:
-    return lambda fleet: len(fleet.ready()) != count
+def _ready_count_is_not(count: int) -> Callable[[WorkerSlots], bool]:
+    return lambda slots: len(slots.ready()) != count
 
 
 def _spec(config: RunConfig, item: WorkItem, sampling: dict[str, Any]) -> RolloutSpec:
@@ -101,8 +80,17 @@ class EvalDriver:
     """Feeds one run's rollouts to a supervisor's workers (see the module docstring); a
     front end gets it through ``Hooks.on_runner`` (``stop()``, ``workers()``)."""
 
-    def __init__(self, config: RunConfig, hooks: Hooks) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        hooks: Hooks,
+        *,
+        tasks: Sequence[Task] | None = None,
+        endpoint: EndpointConfig | None = None,
+    ) -> None:
+        """``tasks`` and ``endpoint`` win over what ``config`` names (as in process)."""
         self.config, self.hooks = config, hooks
+        self._tasks, self._endpoint = tasks, endpoint
         self.stopping = False
         self.results: list[RolloutResult] = []
         self._supervisor: Supervisor | None = None
@@ -117,7 +105,7 @@ class EvalDriver:
         """Each worker slot now: index, node, pid, state, load, latest heartbeat."""
         if self._supervisor is None:
             return []
-        return [h.describe() for h in self._supervisor.fleet.slots if h is not None]
+        return [h.describe() for h in self._supervisor.worker_slots.slots if h is not None]
 
     def stop(self) -> None:
         """Submit nothing more and cancel the rollouts in flight (they end ``cancelled``)."""
@@ -127,11 +115,14 @@ class EvalDriver:
 
     async def run(self, resume_run: str | None) -> RunResult:
         config = self.config
-        plan = prepare(config)  # harness, rewards, endpoint, extras: before anything starts
+        # harness, rewards, endpoint, extras: before anything starts
+        plan = prepare(config, endpoint=self._endpoint)
         if config.ray is not None and plan.endpoint is None:
             raise ConfigError(RAY_NEEDS_ENDPOINT)
         otel_enabled(config.otel)
-        tasks = load_run_tasks(config) if resume_run is None else None
+        tasks = None
+        if resume_run is None:
+            tasks = list(self._tasks) if self._tasks is not None else load_run_tasks(config)
         async with run_endpoint(config, plan, self.hooks) as endpoint:
             sampling = config.sampling or (LOCAL_SAMPLING if plan.endpoint is None else {})
             if self.hooks.on_stage is not None:
@@ -183,7 +174,7 @@ class EvalDriver:
             # take the run over first: what a lost owner left is stored interrupted, and
             # its late commits are refused, before the plan deletes and reruns them
             await supervisor.own_run(resume_run)
-            items, earlier = await plan_resume(store, resume_run, self.config, None)
+            items, earlier = await plan_resume(store, resume_run, self.config, self._tasks)
             return resume_run, items, earlier
         assert tasks is not None
         run = await store.create_run(self.config.name, {"run": self.config.model_dump(mode="json")})
@@ -195,7 +186,7 @@ class EvalDriver:
         rollout has a result, or the run stops."""
         failure: RolltapError | None = None
         async with asyncio.TaskGroup() as group:
-            helpers = [group.create_task(self._watch_fleet(supervisor))]
+            helpers = [group.create_task(self._watch_worker_slots(supervisor))]
             if (report := self.hooks.on_store) is not None:
                 stats = functools.partial(self._store_stats, supervisor)
                 helpers.append(group.create_task(report_store(stats, report)))
@@ -219,11 +210,11 @@ class EvalDriver:
         if failure is not None:  # raised here, not inside a task group's exception group
             raise failure
 
-    async def _watch_fleet(self, supervisor: Supervisor) -> None:
+    async def _watch_worker_slots(self, supervisor: Supervisor) -> None:
         """Wake the feeder whenever the number of ready workers changes."""
-        fleet = supervisor.fleet
+        slots = supervisor.worker_slots
         while True:
-            await fleet.wait_until(_ready_count_is_not(len(fleet.ready())))
+            await slots.wait_until(_ready_count_is_not(len(slots.ready())))
             await self._landed.put(None)
 
     @staticmethod
@@ -280,10 +271,10 @@ class EvalDriver:
         limit = supervisor.config.start_timeout_s
         try:
             async with asyncio.timeout(limit):
-                await supervisor.fleet.wait_until(lambda fleet: bool(fleet.ready()))
+                await supervisor.worker_slots.wait_until(lambda slots: bool(slots.ready()))
         except TimeoutError:
             raise WorkersLostError(
                 f"no worker has been ready for {limit:g} s (lost: "
-                f"{supervisor.fleet.lost}, restarts: {supervisor.fleet.restarts}); "
+                f"{supervisor.worker_slots.lost}, restarts: {supervisor.worker_slots.restarts}); "
                 "the run stops: finish it with rolltap eval --resume"
             ) from None

@@ -21,9 +21,9 @@ import signal
 from aiohttp import web
 
 from rolltap.errors import ConfigError
-from rolltap.serve.api import KEEPALIVE_S, build_app
 from rolltap.serve.config import ServeConfig
-from rolltap.serve.supervisor import Supervisor
+from rolltap.serve.supervisor.http_api import KEEPALIVE_S, build_app
+from rolltap.serve.supervisor.supervisor import Supervisor
 from rolltap.store import WriterHooks
 
 __all__ = ["Service"]

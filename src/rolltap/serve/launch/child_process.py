@@ -3,7 +3,7 @@ whichever launcher starts it; only the process and the channel's transport diffe
 
 * :class:`ProcessLauncher` — a child process on this machine over a socket pair
   (``rolltap serve``'s workers, ``rolltap eval --workers N``);
-* :class:`~rolltap.serve.ray_launch.RayLauncher` — a Ray actor on any node of a cluster,
+* :class:`~rolltap.serve.launch.ray_actor.RayLauncher` — a Ray actor on any node of a cluster,
   its channel a TCP connection back to the driver (``--ray``).
 """
 
@@ -89,7 +89,7 @@ class _ChildProcess:
 
 
 class ProcessLauncher:
-    """``python -m rolltap.serve.worker FD``, ``FD`` its end of a socket pair (an asyncio
+    """``python -m rolltap.serve.worker.process FD``, ``FD`` its end of a socket pair (an asyncio
     subprocess, so its exit is awaited, never polled)."""
 
     kind = "processes"
@@ -98,7 +98,7 @@ class ProcessLauncher:
         parent, child = socket.socketpair()
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "rolltap.serve.worker", str(child.fileno()),
+                sys.executable, "-m", "rolltap.serve.worker.process", str(child.fileno()),
                 pass_fds=(child.fileno(),), env=worker_env(),
                 stdin=asyncio.subprocess.DEVNULL,
             )  # fmt: skip

@@ -16,27 +16,27 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from rolltap.errors import RolltapError, WorkerLostError
-from rolltap.serve.desk import StoreDesk
-from rolltap.serve.handle import WorkerHandle
-from rolltap.serve.launch import Launcher
+from rolltap.serve.launch.child_process import Launcher
 from rolltap.serve.protocol import ChannelClosedError, Msg, WorkerConfig
+from rolltap.serve.supervisor.placement import WorkerHandle
+from rolltap.serve.supervisor.shipped_store_host import ShippedStoreHost
 
-__all__ = ["Fleet", "FleetOwner"]
+__all__ = ["WorkerSlots", "WorkerSlotsOwner"]
 
 log = logging.getLogger("rolltap.serve.supervisor")
 
 _SHUTDOWN_GRACE_S = 30.0
 
 
-class FleetOwner(Protocol):
-    """Who the fleet reports results and losses to (the supervisor)."""
+class WorkerSlotsOwner(Protocol):
+    """Who the slots reports results and losses to (the supervisor)."""
 
     def on_result(self, handle: WorkerHandle, message: dict[str, Any]) -> None: ...
 
     async def on_lost(self, handle: WorkerHandle, status: str, reason: str) -> None: ...
 
 
-class Fleet:
+class WorkerSlots:
     """``workers`` processes in fixed slots, each replaced when lost."""
 
     def __init__(
@@ -45,15 +45,15 @@ class Fleet:
         workers: int,
         launcher: Launcher,
         worker_config: Callable[[int], WorkerConfig],
-        owner: FleetOwner,
-        desk: StoreDesk | None,
+        owner: WorkerSlotsOwner,
+        store_host: ShippedStoreHost | None,
         tasks: asyncio.TaskGroup,
         heartbeat_timeout_s: float,
         start_timeout_s: float,
     ) -> None:
         self.slots: list[WorkerHandle | None] = [None] * workers
         self.launcher = launcher
-        self._worker_config, self._owner, self.desk = worker_config, owner, desk
+        self._worker_config, self._owner, self.store_host = worker_config, owner, store_host
         self._tasks = tasks
         self.heartbeat_timeout_s, self.start_timeout_s = heartbeat_timeout_s, start_timeout_s
         self.closing = False
@@ -61,8 +61,8 @@ class Fleet:
         self._background: set[asyncio.Task[Any]] = set()
         self._changed = asyncio.Event()
 
-    async def wait_until(self, predicate: Callable[[Fleet], bool]) -> None:
-        """Wait until ``predicate(fleet)`` holds, re-checked on every state or stats change."""
+    async def wait_until(self, predicate: Callable[[WorkerSlots], bool]) -> None:
+        """Wait until ``predicate(slots)`` holds, re-checked on every state or stats change."""
         while not predicate(self):
             await self._changed.wait()
 
@@ -197,13 +197,13 @@ class Fleet:
             log.warning("worker %d: unexpected frame %r", handle.index, kind)
 
     async def _store(self, handle: WorkerHandle, message: dict[str, Any]) -> None:
-        if self.desk is None:
+        if self.store_host is None:
             reply: dict[str, Any] | None = {
                 "type": Msg.STORE_REPLY, "id": message.get("id"), "ok": False,
                 "error": {"code": "store_error", "message": "workers write their own store"},
             }  # fmt: skip
         else:
-            reply = await self.desk.answer(message)
+            reply = await self.store_host.answer(message)
         if reply is not None:
             try:
                 await handle.send(reply)

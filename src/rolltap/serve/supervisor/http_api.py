@@ -21,7 +21,7 @@ route                             does
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -34,15 +34,25 @@ from rolltap.http.body import read_body
 from rolltap.http.errors import error_middleware
 from rolltap.http.json_body import load_json_object
 from rolltap.openapi import add_openapi_route, serve_document
-from rolltap.serve.metrics import render_metrics
+from rolltap.serve.config import ServeConfig
 from rolltap.serve.protocol import RolloutSpec
+from rolltap.serve.supervisor.metrics import render_metrics
+from rolltap.serve.supervisor.supervisor import Supervisor
 
-if TYPE_CHECKING:
-    from rolltap.serve.service import Service
+__all__ = ["SERVICE", "ServiceView", "SubmitRequest", "build_app"]
 
-__all__ = ["SERVICE", "SubmitRequest", "build_app"]
 
-SERVICE: web.AppKey[Service] = web.AppKey("service")
+class ServiceView(Protocol):
+    """What the routes use of the service (:class:`rolltap.serve.supervisor.service.Service`,
+    which builds this app: a protocol here, so the two modules do not import each other)."""
+
+    config: ServeConfig
+    token: str
+    keepalive_s: float
+    supervisor: Supervisor
+
+
+SERVICE: web.AppKey[ServiceView] = web.AppKey("service")
 THROTTLE: web.AppKey[AuthThrottle] = web.AppKey("auth_throttle")
 _BODY_LIMIT = 64 * 1024 * 1024
 #: how often a quiet result stream says it is alive (proxies cut silent streams)
@@ -64,7 +74,7 @@ class SubmitRequest(BaseModel):
 _errors = error_middleware(lambda request: error_body)
 
 
-def _service(request: web.Request) -> Service:
+def _service(request: web.Request) -> ServiceView:
     service = request.app[SERVICE]
     check_bearer(request, service.token, request.app[THROTTLE], what="service token")
     return service
@@ -145,10 +155,10 @@ async def metrics(request: web.Request) -> web.Response:
 async def health(request: web.Request) -> web.Response:
     supervisor = request.app[SERVICE].supervisor
     state = "draining" if supervisor.draining else "ok"
-    return _json({"status": state, "ready_workers": len(supervisor.fleet.ready())})
+    return _json({"status": state, "ready_workers": len(supervisor.worker_slots.ready())})
 
 
-def build_app(service: Service) -> web.Application:
+def build_app(service: ServiceView) -> web.Application:
     """The service's aiohttp application."""
     app = web.Application(middlewares=[_errors], client_max_size=_BODY_LIMIT)
     app[SERVICE] = service

@@ -1,4 +1,6 @@
-"""A worker's jobs: each submitted rollout runs on the library's own :class:`Runner`.
+"""A worker's runs of its jobs: each rollout the supervisor submitted (its
+:class:`~rolltap.serve.supervisor.placement.Job`) runs here on the library's own
+:class:`Runner`, as a :class:`JobRun`.
 
 One runner per rollout, because each submission brings its own harness, rewards,
 limits, sampling, user and endpoint; they all share the worker's gateway (and with it
@@ -15,7 +17,8 @@ from typing import Any
 
 from rolltap.errors import ConfigError, StoreError
 from rolltap.gateway import Gateway, RolloutLimits
-from rolltap.rollouts.harness import Harness, load_harness
+from rolltap.rollouts.harness import Harness
+from rolltap.rollouts.harness_loader import load_harness
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
@@ -23,11 +26,11 @@ from rolltap.rollouts.subprocess_harness import command_harness
 from rolltap.rollouts.tasks import Task
 from rolltap.serve.outcomes import store_outcome, terminal_result
 from rolltap.serve.protocol import RolloutSpec, WorkerConfig
-from rolltap.serve.sink import JobStore
 from rolltap.serve.unsaved import UnsavedFiles
+from rolltap.serve.worker.session_store import JobStore
 from rolltap.store import Store
 
-__all__ = ["Job", "JobFactory", "block_loop"]
+__all__ = ["JobRun", "JobRunFactory", "block_loop"]
 
 #: harnesses and scorers a worker keeps built (each is small; the bound is what matters)
 _CACHE_LIMIT = 256
@@ -39,8 +42,8 @@ def block_loop(seconds: float) -> None:
 
 
 @dataclass(eq=False)
-class Job:
-    """One submitted rollout on this worker."""
+class JobRun:
+    """One submitted job (a rollout) running on this worker."""
 
     id: str
     run_id: str
@@ -120,8 +123,8 @@ def _bounded_put(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-class JobFactory:
-    """Builds jobs from ``submit`` frames, against this worker's gateway and store."""
+class JobRunFactory:
+    """Builds job runs from ``submit`` frames, against this worker's gateway and store."""
 
     def __init__(
         self,
@@ -166,14 +169,14 @@ class JobFactory:
         timeout = min(spec.limits.timeout_s or cap, cap)
         return RolloutLimits(spec.limits.max_turns, spec.limits.max_tokens, timeout)
 
-    def make(self, message: dict[str, Any]) -> Job:
+    def make(self, message: dict[str, Any]) -> JobRun:
         """A job for one ``submit`` frame (synchronous: a cancel may follow at once)."""
         spec = RolloutSpec.model_validate(message["spec"])
         epoch = message.get("epoch")
         if isinstance(self.store, Store) and isinstance(epoch, int):
             # this worker writes the run itself: fenced by its supervisor's lease
             self.store.hold_epoch(message["run_id"], epoch)
-        job = Job(
+        job = JobRun(
             id=message["job"], run_id=message["run_id"], session_id=message["session_id"],
             spec=spec, task=spec.to_task(), store=JobStore(self.store, message["session_id"]),
             runner=None, unsaved=self._unsaved,

@@ -34,9 +34,9 @@ except ImportError as exc:  # pragma: no cover - the extra is part of dev
     raise MissingExtraError.for_extra("ray", "ray") from exc
 
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
-from rolltap.serve.launch import WorkerProcess, worker_env
+from rolltap.serve.launch.child_process import WorkerProcess, worker_env
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg
-from rolltap.serve.worker import serve_channel
+from rolltap.serve.worker.process import serve_channel
 
 __all__ = ["RayLauncher", "RayWorker"]
 

@@ -1,6 +1,6 @@
 """A serve worker process: its own event loop, gateway, model-client pool and runners.
 
-Started by the supervisor as ``python -m rolltap.serve.worker FD``, where ``FD`` is its
+Started by the supervisor as ``python -m rolltap.serve.worker.process FD``, where ``FD`` is its
 end of a socket pair. The first frame on it is the :class:`WorkerConfig`; the worker
 answers ``ready`` once its gateway listens, then runs each ``submit`` as a job until
 ``shutdown`` or until the supervisor goes away (end of stream): then it cancels what
@@ -26,13 +26,12 @@ from rolltap.errors import StoreError
 from rolltap.gateway import Gateway
 from rolltap.otel import open_tracer
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
-from rolltap.rollouts.harness import builtin_harness_names
+from rolltap.rollouts.harness_loader import builtin_harness_names
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
-from rolltap.serve.heartbeat import Heartbeat
-from rolltap.serve.jobs import Job, JobFactory
-from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig
-from rolltap.serve.sink import ShippedStore, StoreRpc
-from rolltap.serve.storegate import store_report
+from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig, store_report
+from rolltap.serve.worker.heartbeat import Heartbeat
+from rolltap.serve.worker.rollouts import JobRun, JobRunFactory
+from rolltap.serve.worker.session_store import ShippedStore, StoreRpc
 from rolltap.store import Store
 
 __all__ = ["Worker", "main", "serve_channel"]
@@ -51,10 +50,10 @@ class Worker:
         #: the machine (a host name, or a Ray node id) this worker runs on
         self.node = node or socket.gethostname()
         self.rpc = StoreRpc(channel)
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, JobRun] = {}
         self.gateway: Gateway | None = None
         self.store: Store | None = None  # when this worker writes the store itself
-        self._factory: JobFactory | None = None
+        self._factory: JobRunFactory | None = None
         self._group: asyncio.TaskGroup | None = None
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
@@ -71,7 +70,7 @@ class Worker:
             finally:
                 receiver.cancel()
 
-    async def _open(self, stack: AsyncExitStack) -> JobFactory:
+    async def _open(self, stack: AsyncExitStack) -> JobRunFactory:
         store: SessionStore
         if self.config.store_url is not None:
             self.store = await stack.enter_async_context(
@@ -101,7 +100,7 @@ class Worker:
         # before saying ready, off the loop: else the first rollouts of a wave wait for
         # it on a blocked loop, after the driver has started their clock
         await asyncio.to_thread(builtin_harness_names)
-        return JobFactory(self.config, self.gateway, store, recorder, node=self.node)
+        return JobRunFactory(self.config, self.gateway, store, recorder, node=self.node)
 
     async def _serve(self) -> None:
         assert self.gateway is not None
@@ -172,7 +171,7 @@ class Worker:
         self._idle.clear()
         self._group.create_task(self._run(job))
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: JobRun) -> None:
         try:
             result = await job.run()
         finally:
@@ -227,7 +226,7 @@ async def _main(fd: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``python -m rolltap.serve.worker FD``."""
+    """Entry point: ``python -m rolltap.serve.worker.process FD``."""
     args = sys.argv[1:] if argv is None else argv
     tune_gc_for_gateway()
     asyncio.run(_main(int(args[0])))

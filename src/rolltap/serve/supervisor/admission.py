@@ -18,11 +18,11 @@ from rolltap.errors import (
     ServiceDrainingError,
     ServiceFullError,
 )
-from rolltap.rollouts.harness import AGENT_HARNESSES, builtin_harness_names
+from rolltap.rollouts.harness_loader import AGENT_HARNESSES, builtin_harness_names
 from rolltap.rollouts.rewards import BUILTIN_REWARDS, parse_reward_spec
 from rolltap.serve.config import ServeConfig
-from rolltap.serve.handle import WorkerHandle
 from rolltap.serve.protocol import RolloutSpec
+from rolltap.serve.supervisor.placement import WorkerHandle
 from rolltap.store import LeaseKeeper, Store, StoreNotFoundError
 
 __all__ = ["check_batch", "ensure_run", "place"]

@@ -2,7 +2,7 @@
 
 A rollout's session is created in the store before it starts, so a batch admitted while
 the database is away could not start (and would hold its caller until the store gave
-up). The gate refuses new batches instead, with the retryable ``503 store_unavailable``
+up). Admission refuses new batches instead, with the retryable ``503 store_unavailable``
 and a ``Retry-After``, while the rollouts in flight go on: their writes are held by their
 writer (bounded by ``ROLLTAP_STORE_PENDING_MAX_BYTES``) until the database is back.
 
@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rolltap.store import Store, StoreFullError, StoreUnavailableError, WriterStats
+from rolltap.serve.protocol import store_report
+from rolltap.store import Store, StoreFullError, StoreUnavailableError
 
-__all__ = ["StoreGate", "store_report"]
+__all__ = ["StoreAdmission"]
 
 #: how often the supervisor probes a server database, and how long a probe may take
 PROBE_INTERVAL_S = 1.0
@@ -35,18 +36,7 @@ RETRY_AFTER_S = 5.0
 FULL_HOLD_S = 30.0
 
 
-def store_report(stats: WriterStats, max_bytes: int) -> dict[str, Any]:
-    """One writer's health, as a worker reports it and ``/status`` shows it."""
-    return {
-        "unavailable_s": None if stats.unavailable_s is None else round(stats.unavailable_s, 1),
-        "pending_commits": stats.pending_commits,
-        "pending_bytes": stats.pending_bytes,
-        "over": stats.pending_bytes >= max_bytes,
-        "full_s": None if stats.full_s is None else round(stats.full_s, 1),
-    }
-
-
-class StoreGate:
+class StoreAdmission:
     """Admission's answer to "can the store take a new batch?" (see the module docstring).
 
     ``workers`` yields each ready worker's last ``store_state`` (empty when it has none).

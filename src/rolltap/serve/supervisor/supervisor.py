@@ -25,16 +25,15 @@ from typing import Any
 
 from rolltap.errors import RolloutNotFoundError, ServiceFullError, StoreError
 from rolltap.otel import otel_enabled
-from rolltap.serve.admission import RunLeases, check_batch, ensure_run, place
-from rolltap.serve.batches import Batch, Job, RecentResults, new_id
 from rolltap.serve.config import ServeConfig
-from rolltap.serve.desk import StoreDesk
-from rolltap.serve.fleet import Fleet
-from rolltap.serve.handle import WorkerHandle
-from rolltap.serve.launch import Launcher, ProcessLauncher
+from rolltap.serve.launch.child_process import Launcher, ProcessLauncher
 from rolltap.serve.outcomes import store_lost, terminal_result
 from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
-from rolltap.serve.storegate import StoreGate
+from rolltap.serve.supervisor.admission import RunLeases, check_batch, ensure_run, place
+from rolltap.serve.supervisor.placement import Batch, Job, RecentResults, WorkerHandle, new_id
+from rolltap.serve.supervisor.shipped_store_host import ShippedStoreHost
+from rolltap.serve.supervisor.store_admission import StoreAdmission
+from rolltap.serve.supervisor.worker_slots import WorkerSlots
 from rolltap.store import Store, WriterHooks, mask_url, resolve_store_url
 
 __all__ = ["Supervisor"]
@@ -66,8 +65,8 @@ class Supervisor:
         self._stack = AsyncExitStack()
         self._store: Store | None = None
         self._leases: RunLeases  # set by start()
-        self._gate: StoreGate  # set by start()
-        self._fleet: Fleet | None = None
+        self._store_admission: StoreAdmission  # set by start()
+        self._worker_slots: WorkerSlots | None = None
         self._closed = False
 
     async def __aenter__(self) -> Supervisor:
@@ -83,9 +82,9 @@ class Supervisor:
         return self._store
 
     @property
-    def fleet(self) -> Fleet:
-        assert self._fleet is not None, "the supervisor is not started"
-        return self._fleet
+    def worker_slots(self) -> WorkerSlots:
+        assert self._worker_slots is not None, "the supervisor is not started"
+        return self._worker_slots
 
     async def start(self) -> None:
         """Open the store and start the workers; returns once every worker is ready."""
@@ -103,16 +102,17 @@ class Supervisor:
             )
             launcher, workers = await self._launcher()
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
-            desk = StoreDesk(self._store) if self._store.backend == "sqlite" else None
-            self._fleet = Fleet(
+            store_host = ShippedStoreHost(self._store) if self._store.backend == "sqlite" else None
+            self._worker_slots = WorkerSlots(
                 workers=workers, launcher=launcher, worker_config=self._worker_config, owner=self,
-                desk=desk, tasks=tasks, heartbeat_timeout_s=self.config.heartbeat_timeout_s,
+                store_host=store_host, tasks=tasks,
+                heartbeat_timeout_s=self.config.heartbeat_timeout_s,
                 start_timeout_s=self.config.start_timeout_s,
             )  # fmt: skip
-            self._stack.push_async_callback(self._stop_fleet)
-            self._gate = StoreGate(self._store, self._worker_store_states)
-            self._stack.callback(tasks.create_task(self._gate.watch()).cancel)
-            await self._fleet.start()
+            self._stack.push_async_callback(self._stop_worker_slots)
+            self._store_admission = StoreAdmission(self._store, self._worker_store_states)
+            self._stack.callback(tasks.create_task(self._store_admission.watch()).cancel)
+            await self._worker_slots.start()
         except BaseException:
             await self.aclose()
             raise
@@ -121,7 +121,7 @@ class Supervisor:
         """How the workers start, and how many; a Ray launcher is closed after them."""
         if self.config.ray is None:
             return ProcessLauncher(), self.config.workers
-        from rolltap.serve.ray_launch import RayLauncher  # the extra, only when asked for
+        from rolltap.serve.launch.ray_actor import RayLauncher  # the extra, only when asked for
 
         launcher = RayLauncher(
             self.config.ray, workers=self.config.workers,
@@ -139,7 +139,7 @@ class Supervisor:
 
     def room(self) -> int:
         """How many more rollouts the ready workers can take now."""
-        return sum(max(0, self.config.max_inflight - h.load) for h in self.fleet.ready())
+        return sum(max(0, self.config.max_inflight - h.load) for h in self.worker_slots.ready())
 
     async def aclose(self) -> None:
         """Cancel what still runs, stop the workers, flush the store. Idempotent."""
@@ -148,12 +148,12 @@ class Supervisor:
         self._closed = True
         await self._stack.aclose()
 
-    async def _stop_fleet(self) -> None:
+    async def _stop_worker_slots(self) -> None:
         await self.drain(0.0)
-        await self.fleet.shutdown()
+        await self.worker_slots.shutdown()
 
     def _worker_store_states(self) -> list[dict[str, Any]]:
-        return [handle.store_state for handle in self.fleet.ready()]
+        return [handle.store_state for handle in self.worker_slots.ready()]
 
     def _worker_config(self, index: int) -> WorkerConfig:
         shipped = self.store.backend == "sqlite"
@@ -189,9 +189,9 @@ class Supervisor:
         (the rollouts in flight go on).
         """
         check_batch(self.config, specs, closed=self.draining or self._closed)
-        await self._gate.admit()
+        await self._store_admission.admit()
         try:
-            handles = place(self.fleet.ready(), len(specs), self.config.max_inflight)
+            handles = place(self.worker_slots.ready(), len(specs), self.config.max_inflight)
         except ServiceFullError:
             self.rejected += 1
             raise
@@ -262,7 +262,9 @@ class Supervisor:
         self.cancel_all()
         if not await self._wait_idle(CANCEL_GRACE_S):
             for handle in {job.worker for job in self.jobs.values()}:
-                self.fleet.lose(handle, "did not stop its rollouts in time", status="cancelled")
+                self.worker_slots.lose(
+                    handle, "did not stop its rollouts in time", status="cancelled"
+                )
             await self._idle.wait()
         return False
 
@@ -293,8 +295,8 @@ class Supervisor:
             self._resolve(job, terminal_result(job.task, job.spec.sample, job.id, status, error))
 
     async def _store_lost(self, job: Job, status: str, reason: str, errors: dict[str, str]) -> None:
-        if self.fleet.desk is not None:
-            self.fleet.desk.drop(job.id)
+        if self.worker_slots.store_host is not None:
+            self.worker_slots.store_host.drop(job.id)
         try:
             await store_lost(
                 self.store, run_id=job.batch.run_id, session_id=job.id, task=job.task,
@@ -342,14 +344,14 @@ class Supervisor:
 
     def store_state(self) -> dict[str, Any]:
         """Whether the store takes new rollouts, and what every writer holds meanwhile
-        (the supervisor's and each ready worker's: :meth:`StoreGate.state`)."""
-        return self._gate.state()
+        (the supervisor's and each ready worker's: :meth:`StoreAdmission.state`)."""
+        return self._store_admission.state()
 
     def status(self) -> dict[str, Any]:
         """The service at a glance (``GET /status``, and the metrics)."""
-        fleet = self.fleet
-        workers = [h.describe() for h in fleet.slots if h is not None]
-        ready = fleet.ready()
+        slots = self.worker_slots
+        workers = [h.describe() for h in slots.slots if h is not None]
+        ready = slots.ready()
         return {
             "state": "draining" if self.draining else "running",
             "workers": workers,
@@ -357,8 +359,8 @@ class Supervisor:
             "capacity": len(ready) * self.config.max_inflight,
             "inflight": len(self.jobs),
             "batches": len(self.batches),
-            "restarts": fleet.restarts,
-            "workers_lost": fleet.lost,
+            "restarts": slots.restarts,
+            "workers_lost": slots.lost,
             "rejected_full": self.rejected,
             "results": dict(self.statuses),
             "store": {

@@ -1,7 +1,8 @@
-"""The supervisor's store desk: the writes SQLite workers ship, made through one store.
+"""The supervisor's end of the workers' shipped stores: on SQLite, the writes workers ship,
+made through the supervisor's one store.
 
 A worker's commit brings the events past what it sent before (or, after a rewind, the
-history from the rewind on). The desk keeps a mirror of each open session's log and
+history from the rewind on). The host keeps a mirror of each open session's log and
 commits it through the supervisor's :class:`~rolltap.store.Store`, which writes only
 what is new — so the one serial writer sees exactly what a local store would.
 Mirrors are dropped when the worker forgets the session (after its final commit).
@@ -18,12 +19,12 @@ from rolltap.events import EventLog
 from rolltap.serve.protocol import Msg
 from rolltap.store import Store, StoreValidationError
 
-__all__ = ["StoreDesk"]
+__all__ = ["ShippedStoreHost"]
 
 log = logging.getLogger("rolltap.serve.supervisor")
 
 
-class StoreDesk:
+class ShippedStoreHost:
     """Answers ``store`` frames: ``create_session``, ``commit``, ``forget``."""
 
     def __init__(self, store: Store) -> None:
@@ -76,7 +77,7 @@ class StoreDesk:
             raise StoreValidationError("a commit needs start and events")
         mirror = self._mirrors.get(session_id)
         if mirror is None:
-            # not created through this desk (the supervisor restarted, or it was
+            # not created through this host (the supervisor restarted, or it was
             # forgotten): what is stored is the truth to extend
             mirror = await self.store.load_log(session_id) if start else EventLog()
             self._mirrors[session_id] = mirror

@@ -1,0 +1,79 @@
+"""``rolltap.evaluate`` and ``rolltap.resume``: the one door to an eval, whatever runs it.
+
+An eval is a :class:`~rolltap.rollouts.config.RunConfig` (tasks, harness, endpoint,
+rewards, ``n`` × ``r`` rollouts, ``c`` at once, …) handed to a backend, the way an httpx
+client hands a request to its transport: :class:`~rolltap.rollouts.backend.InProcess`
+(this process's event loop), :class:`~rolltap.serve.backends.Workers` (``n`` worker
+processes) or :class:`~rolltap.serve.backends.Ray` (Ray actors on a cluster). With no
+backend, the config's own ``workers``/``ray`` fields choose (``InProcess`` when unset),
+which is what ``rolltap eval`` and a resume do.
+
+>>> import rolltap
+>>> async def main() -> None:  # doctest: +SKIP
+...     config = rolltap.RunConfig(tasks="examples/patterns.jsonl", r=2, rewards=["prefix"])
+...     result = await rolltap.evaluate(config, backend=rolltap.Workers(2))
+...     print(result.run_id, result.summary["reward"]["mean"])
+...     again = await rolltap.resume(result.run_id)  # on 2 workers again
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rolltap.config import EndpointConfig
+from rolltap.rollouts.api import Hooks, RunResult, stored_run_config
+from rolltap.rollouts.backend import Backend, InProcess
+from rolltap.rollouts.config import RunConfig
+from rolltap.rollouts.harness import Harness
+from rolltap.rollouts.tasks import Task
+from rolltap.serve.backends import Ray, Workers
+
+__all__ = ["backend_for", "evaluate", "resume"]
+
+
+def backend_for(config: RunConfig) -> Backend:
+    """The backend ``config``'s ``workers``/``ray`` fields name (``InProcess`` when unset)."""
+    if config.ray is not None:
+        return Ray(config.ray, config.workers, config.workers_per_node, config.ray_working_dir)
+    if config.workers is not None:
+        return Workers(config.workers)
+    return InProcess()
+
+
+async def evaluate(
+    config: RunConfig,
+    backend: Backend | None = None,
+    *,
+    tasks: Sequence[Task] | None = None,
+    harness: Harness | None = None,
+    endpoint: EndpointConfig | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Run what ``config`` describes on ``backend`` (default: where ``config`` says).
+
+    Harness, rewards, endpoint, extras, tasks and store are checked before anything
+    starts; a run is created once its model and gateway are up, so a run that fails to
+    start leaves nothing in the store. ``tasks``, ``harness`` (a function: in process
+    only) and ``endpoint`` win over what ``config`` names; ``hooks`` feed a front end
+    (each result, the plan, progress, what to ``stop()`` on a signal).
+    """
+    backend = backend or backend_for(config)
+    return await backend.run(config, tasks=tasks, harness=harness, endpoint=endpoint, hooks=hooks)
+
+
+async def resume(
+    run_id: str,
+    backend: Backend | None = None,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    tasks: Sequence[Task] | None = None,
+    hooks: Hooks | None = None,
+) -> RunResult:
+    """Rerun every rollout of ``run_id`` (a unique prefix will do) that did not finish,
+    with the config it ran with (``overrides`` applied), on ``backend`` (default: where
+    that config says: where the run ran)."""
+    run_id, config = await stored_run_config(run_id, store=store, overrides=overrides)
+    backend = backend or backend_for(config)
+    return await backend.run(config, resume_run=run_id, tasks=tasks, hooks=hooks)
