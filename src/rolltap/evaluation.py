@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rolltap.config import EndpointConfig
-from rolltap.rollouts.api import Hooks, RunResult, stored_run_config
+from rolltap.rollouts.api import Hooks, RunResult, harness_name, stored_run_config
 from rolltap.rollouts.backend import Backend, InProcess
 from rolltap.rollouts.config import RunConfig
 from rolltap.rollouts.harness import Harness
@@ -59,6 +59,8 @@ async def evaluate(
     (each result, the plan, progress, what to ``stop()`` on a signal).
     """
     backend = backend or backend_for(config)
+    if harness is not None:  # the stored config names what ran, not the default harness
+        config = config.merged({"harness": harness_name(harness)})
     return await backend.run(config, tasks=tasks, harness=harness, endpoint=endpoint, hooks=hooks)
 
 

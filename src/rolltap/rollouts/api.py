@@ -351,7 +351,7 @@ async def evaluate(
     from_file = isinstance(tasks, str | Path)
     config = RunConfig(
         name=name, tasks=str(tasks) if from_file else None, n=n, r=r, c=c,
-        harness=harness if isinstance(harness, str) else _qualname(harness),
+        harness=harness if isinstance(harness, str) else harness_name(harness),
         endpoint=None if isinstance(endpoint, EndpointConfig) else endpoint,
         rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
         client=client, otel=otel, otel_content=otel_content,
@@ -367,7 +367,8 @@ async def evaluate(
     )
 
 
-def _qualname(fn: Harness) -> str:
+def harness_name(fn: Harness) -> str:
+    """``module:qualname``: how a run's stored config names a harness given as a function."""
     module = getattr(fn, "__module__", "?")
     return f"{module}:{getattr(fn, '__qualname__', type(fn).__name__)}"
 

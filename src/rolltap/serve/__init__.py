@@ -43,9 +43,9 @@ modules in the order a call meets them:
   shipped to the supervisor (SQLite)
 
 Between them: :mod:`~rolltap.serve.protocol` (the supervisor↔worker frames),
-:mod:`~rolltap.serve.config` (:class:`ServeConfig`), :mod:`~rolltap.serve.outcomes`
-(how a rollout ended when no runner stored it) and :mod:`~rolltap.serve.unsaved` (what
-a worker could not save).
+:mod:`~rolltap.serve.config` (:class:`ServeConfig`) and :mod:`~rolltap.serve.outcomes`
+(how a rollout ended when no runner stored it); what a worker could not save goes where
+an in-process run's does (:mod:`rolltap.rollouts.unsaved`).
 """
 
 from rolltap.serve.backends import Ray, Workers

@@ -24,9 +24,9 @@ from rolltap.rollouts.rewards import Scorer, parse_reward_spec
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.subprocess_harness import command_harness
 from rolltap.rollouts.tasks import Task
+from rolltap.rollouts.unsaved import UnsavedFiles
 from rolltap.serve.outcomes import store_outcome, terminal_result
 from rolltap.serve.protocol import RolloutSpec, WorkerConfig
-from rolltap.serve.unsaved import UnsavedFiles
 from rolltap.serve.worker.session_store import JobStore
 from rolltap.store import Store
 
