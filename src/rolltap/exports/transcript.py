@@ -1,7 +1,7 @@
 """A session's transcript, built from its events, for every harness and upstream dialect.
 
 Request events store only the messages past the conversation already recorded
-(README "Events"), so reading them in order yields each message once — except the
+(docs/events.md), so reading them in order yields each message once — except the
 model's own reply, which the next request repeats: a request's leading assistant turn
 that repeats the previous reply (or part of it) is dropped; one that differs is the
 harness's own edit and is shown.
