@@ -2,7 +2,7 @@
 
 ``C`` two-turn rollouts of the built-in ``chat`` harness (OpenAI SDK), ``r = c = C``,
 through a gateway with a token endpoint (``client="tokens"``, ``completions_api="vllm"``),
-put together as ``rolltap.rollouts.evaluate`` does (a store, a ``StoreRecorder``, a
+put together as ``rolltap.evaluate`` does (a store, a ``StoreRecorder``, a
 ``Gateway``, a ``Runner``), with one renderer-pool arm:
 
 * ``elastic``: the gateway's pool as users get it: default multiplex (256), the first

@@ -23,11 +23,12 @@ from rolltap.config import EndpointConfig  # noqa: E402
 from rolltap.errors import MissingExtraError  # noqa: E402
 from rolltap.events import EventLog  # noqa: E402
 from rolltap.exports.hf import HfExport, export_hf, features  # noqa: E402
-from rolltap.rollouts import HarnessContext, HarnessResult, RolloutResult, Task, evaluate  # noqa: E402
+from rolltap.rollouts import HarnessContext, HarnessResult, RolloutResult, Task  # noqa: E402
 from rolltap.rollouts.builtin import chat_harness  # noqa: E402
 from rolltap.sim import Simulator  # noqa: E402
 from rolltap.store import Store  # noqa: E402
 from rolltap.store.reader import reading  # noqa: E402
+from runkit import evaluate  # noqa: E402
 
 TASK = Task(id="calc", prompt="what is 6*7?", info={"regex": "."})
 TOKEN_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "loss_mask", "segments")

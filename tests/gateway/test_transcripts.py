@@ -29,10 +29,11 @@ from rolltap.config.endpoint import Dialect
 from rolltap.exports.transcript import build_transcript
 from rolltap.exports.transcript_text import render_lines
 from rolltap.gateway import Gateway
-from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts import Task
 from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
+from runkit import evaluate
 from upstreams import serving
 
 DIALECTS: list[Dialect] = ["chat", "messages", "responses"]

@@ -17,11 +17,12 @@ from rolltap.config import EndpointConfig
 from rolltap.errors import MissingExtraError
 from rolltap.otel import otel_enabled, otel_requested
 from rolltap.otel.setup import ENDPOINT_VARS, _warn_once
-from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts import Task
 from rolltap.serve import ServeConfig
 from rolltap.serve.supervisor.supervisor import Supervisor
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from runkit import evaluate
 from upstreams import serving
 
 #: what the extra's absence looks like to an import

@@ -9,9 +9,10 @@ import pytest
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
-from rolltap.rollouts import Task, evaluate, load_harness
+from rolltap.rollouts import Task, load_harness
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

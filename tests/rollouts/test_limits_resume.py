@@ -12,9 +12,10 @@ import orjson
 
 from clikit import cli_env
 from rolltap.config import EndpointConfig
-from rolltap.rollouts import LimitsConfig, Task, evaluate
+from rolltap.rollouts import LimitsConfig, Task
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 HERE = Path(__file__).parent
 # the real entry point, as `rolltap` runs it

@@ -12,9 +12,10 @@ from rolltap.cli.report import ProgressReporter, render_summary
 from rolltap.config import EndpointConfig
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.summary import summarize
-from rolltap.rollouts import RunResult, Task, evaluate
+from rolltap.rollouts import RunResult, Task
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 
 async def test_failed_rollouts_are_counted_by_error_code(sim: Simulator, tmp_path: Path) -> None:

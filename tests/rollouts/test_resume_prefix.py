@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 import rolltap
-from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts import Task
 from rolltap.sim import Simulator
 from rolltap.store import StoreNotFoundError
+from runkit import evaluate
 
 
 async def test_resume_by_prefix(sim: Simulator, tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import rolltap
-from rolltap.rollouts import RunConfig, Task, evaluate
+from rolltap.rollouts import RunConfig, Task
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 
 async def test_replica_urls_are_stored_and_resumed(tmp_path: Path) -> None:

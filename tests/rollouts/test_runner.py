@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 
 from rolltap.cli.main import register_commands
 from rolltap.config import EndpointConfig
-from rolltap.rollouts import LimitsConfig, Task, evaluate
+from rolltap.rollouts import LimitsConfig, Task
 from rolltap.rollouts.builtin import chat_harness
 from rolltap.rollouts.harness import HarnessContext, HarnessResult
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 
 def _endpoint(sim: Simulator) -> EndpointConfig:

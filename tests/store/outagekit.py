@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import RolltapError
-from rolltap.rollouts import Hooks, RolloutResult, Runner, RunResult, Task, evaluate
+from rolltap.rollouts import Hooks, RolloutResult, Runner, RunResult, Task
 from rolltap.rollouts.api import Stoppable
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store, WriterStats
+from runkit import evaluate
 from store.privatedb import PrivateServer
 
 #: what every rollout of the chat harness on three user turns stores, in order

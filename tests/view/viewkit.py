@@ -26,9 +26,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from clikit import cli_env
 from rolltap.config import EndpointConfig
 from rolltap.events import EventKind, EventLog
-from rolltap.rollouts import Task, evaluate
+from rolltap.rollouts import Task
 from rolltap.sim import SimConfig, Simulator
 from rolltap.store import Store
+from runkit import evaluate
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -1,15 +1,17 @@
 """Rollouts: tasks, harnesses, rewards and the runner behind ``rolltap eval``; the
 :class:`Backend` seam and :class:`InProcess` (the door itself: ``rolltap.evaluate``).
 
+>>> import rolltap
 >>> async def main() -> None:  # doctest: +SKIP
-...     result = await evaluate("examples/patterns.jsonl", harness="chat", rewards=["prefix"])
+...     config = RunConfig(tasks="examples/patterns.jsonl", harness="chat", rewards=["prefix"])
+...     result = await rolltap.evaluate(config, backend=InProcess())
 ...     print(result.summary)
 """
 
 from rolltap.results.passk import PASS_THRESHOLD, pass_at_k
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.summary import summarize
-from rolltap.rollouts.api import Hooks, RunResult, evaluate
+from rolltap.rollouts.api import Hooks, RunResult
 from rolltap.rollouts.backend import Backend, InProcess
 from rolltap.rollouts.config import LimitsConfig, RunConfig, load_run_config
 from rolltap.rollouts.harness import Harness, HarnessContext, HarnessResult
@@ -38,7 +40,6 @@ __all__ = [
     "Task",
     "WorkItem",
     "command_harness",
-    "evaluate",
     "load_harness",
     "load_run_config",
     "load_tasks",

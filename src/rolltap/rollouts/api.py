@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError, RolltapError, StoreError
@@ -45,8 +45,8 @@ __all__ = [
     "Hooks",
     "RunResult",
     "Stoppable",
-    "evaluate",
     "execute",
+    "harness_name",
     "load_run_tasks",
     "report_store",
     "run_endpoint",
@@ -316,55 +316,6 @@ def load_run_tasks(config: RunConfig) -> list[Task]:
     if config.tasks is None:
         raise ConfigError("no tasks: give a tasks file")
     return load_tasks(config.tasks, n=config.n, shuffle=config.shuffle, seed=config.seed)
-
-
-async def evaluate(
-    tasks: str | Path | Sequence[Task],
-    *,
-    harness: str | Harness = "chat",
-    endpoint: EndpointConfig | str | list[str] | None = None,
-    n: int | None = None,
-    r: int = 1,
-    c: int = 16,
-    rewards: Sequence[str] = ("contains",),
-    store: str | None = None,
-    limits: LimitsConfig | None = None,
-    sampling: dict[str, Any] | None = None,
-    name: str | None = None,
-    hooks: Hooks | None = None,
-    client: Literal["relay", "tokens"] | None = None,
-    otel: bool | None = None,
-    otel_content: bool = False,
-    store_unavailable_timeout_s: float = 300.0,
-) -> RunResult:
-    """Evaluate ``harness`` on ``tasks`` (a file or a list): ``n`` tasks × ``r`` rollouts.
-
-    ``endpoint`` is an :class:`EndpointConfig`, a base URL, a list of replica URLs (each
-    rollout pinned to one), or ``None`` to start the built-in local model; URLs are kept
-    in the run's config, for ``rolltap.resume``. ``store`` is a store URL (default ``sqlite:///rolltap.db``).
-    ``client="tokens"`` on the local model records exact token ids for every call (an
-    :class:`EndpointConfig` says so itself with ``client`` and ``tokenizer``).
-    ``otel`` / ``otel_content``: OpenTelemetry spans, as ``--otel`` / ``--otel-content``.
-    If the store stays unreachable ``store_unavailable_timeout_s`` the run stops with
-    StoreUnavailableError, having written ``rolltap-unsaved-<run>.jsonl``.
-    """
-    from_file = isinstance(tasks, str | Path)
-    config = RunConfig(
-        name=name, tasks=str(tasks) if from_file else None, n=n, r=r, c=c,
-        harness=harness if isinstance(harness, str) else harness_name(harness),
-        endpoint=None if isinstance(endpoint, EndpointConfig) else endpoint,
-        rewards=list(rewards), limits=limits or LimitsConfig(), sampling=dict(sampling or {}),
-        client=client, otel=otel, otel_content=otel_content,
-        store=store, store_unavailable_timeout_s=store_unavailable_timeout_s,
-    )  # fmt: skip
-    task_list = None if isinstance(tasks, str | Path) else list(tasks)[:n]
-    return await execute(
-        config,
-        tasks=task_list,
-        harness=None if isinstance(harness, str) else harness,
-        endpoint=endpoint if isinstance(endpoint, EndpointConfig) else None,
-        hooks=hooks,
-    )
 
 
 def harness_name(fn: Harness) -> str:
