@@ -15,7 +15,7 @@ from rolltap.dialects.canonical import Text, ToolCall
 from rolltap.events import Event
 from rolltap.exports import build_transcript, render_lines
 from rolltap.exports.recorded import read_message, read_system
-from rolltap.exports.transcript_model import CallError, Marker, Said, ToolResult
+from rolltap.exports.transcript_model import CallError, Marker, Said, ToolResultEntry
 
 
 def _request(dialect: str, messages: list[Any], **params: Any) -> Event:
@@ -103,7 +103,7 @@ def test_each_recorded_message_is_read_by_its_dialects_parser() -> None:
     assert parsed.messages[0].parts == (ToolCall("c1", "f", "{}"),)
     output = {"type": "function_call_output", "call_id": "c1", "output": "42"}
     t = build_transcript([_request("responses", [call, output])])
-    assert t.entries[-1] == ToolResult("42", "c1", "f", seq=0, call=0)
+    assert t.entries[-1] == ToolResultEntry("42", "c1", "f", seq=0, call=0)
     shapes: list[Any] = [None, 3, "text", [], {"role": None}, {"content": {"deep": [1]}}]
     for shape in shapes:
         for dialect in ("chat", "messages", "responses", None, "gopher"):

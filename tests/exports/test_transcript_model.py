@@ -9,7 +9,13 @@ from typing import Any
 
 from rolltap.events import Event
 from rolltap.exports.transcript import build_transcript
-from rolltap.exports.transcript_model import Marker, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.transcript_model import (
+    Marker,
+    ReasoningEntry,
+    Said,
+    ToolCallEntry,
+    ToolResultEntry,
+)
 from rolltap.exports.transcript_text import render_lines
 
 Recorded = tuple[str, dict[str, Any]]
@@ -45,8 +51,8 @@ def test_an_edited_echo_is_shown_an_unchanged_one_is_not() -> None:
             {**call, "function": {"name": "f", "arguments": '{"x":1}'}}]}, result],
             prefix_messages=1),
     ))  # fmt: skip
-    assert [type(e) for e in unchanged.entries if e.call == 1][1:] == [ToolResult]
-    assert unchanged.entries[-1] == ToolResult("42", "c1", "f", seq=2, call=1)
+    assert [type(e) for e in unchanged.entries if e.call == 1][1:] == [ToolResultEntry]
+    assert unchanged.entries[-1] == ToolResultEntry("42", "c1", "f", seq=2, call=1)
     edited = build_transcript(_events(
         _request("i1", "chat", [{"role": "user", "content": "q"}]),
         _chat_answer("i1", reply),
@@ -85,11 +91,11 @@ def test_anthropic_and_responses_blocks() -> None:
     ))  # fmt: skip
     kept = [e for e in t.entries if e.kind != "request"]
     assert kept == [
-        Reasoning("hmm", seq=0, call=0), Reasoning("", redacted=True, seq=0, call=0),
-        ToolCall("calc", '{"e":"1+1"}', "t1", 0, 0),
-        ToolResult("2", "t1", "calc", is_error=True, seq=0, call=0),
-        Reasoning("plan", seq=1, call=1), ToolCall("look", "{}", "f1", 1, 1),
-        ToolResult("found", "f1", "look", seq=1, call=1),
+        ReasoningEntry("hmm", seq=0, call=0), ReasoningEntry("", redacted=True, seq=0, call=0),
+        ToolCallEntry("calc", '{"e":"1+1"}', "t1", 0, 0),
+        ToolResultEntry("2", "t1", "calc", is_error=True, seq=0, call=0),
+        ReasoningEntry("plan", seq=1, call=1), ToolCallEntry("look", "{}", "f1", 1, 1),
+        ToolResultEntry("found", "f1", "look", seq=1, call=1),
         Marker("web_search_call", '{"type":"web_search_call","id":"w"}', 1, 1),
     ]  # fmt: skip
     text = "\n".join(render_lines(t))

@@ -19,12 +19,19 @@ from rolltap.events import Event, EventKind
 from rolltap.exports.token_drift import drifts
 from rolltap.exports.tokens import Segment, TokenRecordError, TokenTurn, assemble, token_turn
 from rolltap.exports.transcript import build_transcript
-from rolltap.exports.transcript_model import CallInfo, Entry, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.transcript_model import (
+    CallInfo,
+    Entry,
+    ReasoningEntry,
+    Said,
+    ToolCallEntry,
+    ToolResultEntry,
+)
 from rolltap.store import RunInfo, SessionInfo
 
 __all__ = ["chat_messages", "drifted", "rollout_row"]
 
-_ASSISTANT_SIDE = (Reasoning, ToolCall)
+_ASSISTANT_SIDE = (ReasoningEntry, ToolCallEntry)
 
 
 def _blank_assistant() -> dict[str, Any]:
@@ -53,7 +60,7 @@ def chat_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
             current = None
             if isinstance(entry, Said):
                 messages.append({"role": str(entry.role), "content": entry.text})
-            elif isinstance(entry, ToolResult):
+            elif isinstance(entry, ToolResultEntry):
                 messages.append(_tool_message(entry))
             continue  # request/reply boundaries, errors and markers are not messages
         if current is None or entry.seq != current_seq:
@@ -63,7 +70,7 @@ def chat_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
     return messages
 
 
-def _tool_message(entry: ToolResult) -> dict[str, Any]:
+def _tool_message(entry: ToolResultEntry) -> dict[str, Any]:
     return {"role": "tool", "content": entry.text, "tool_call_id": _str(entry.call_id),
             "name": _str(entry.name)}  # fmt: skip
 
@@ -71,9 +78,9 @@ def _tool_message(entry: ToolResult) -> dict[str, Any]:
 def _fill(message: dict[str, Any], entry: Entry) -> None:
     if isinstance(entry, Said):
         message["content"] = _join(message["content"], entry.text)
-    elif isinstance(entry, Reasoning) and entry.text:
+    elif isinstance(entry, ReasoningEntry) and entry.text:
         message["reasoning_content"] = _join(message["reasoning_content"], entry.text)
-    elif isinstance(entry, ToolCall):
+    elif isinstance(entry, ToolCallEntry):
         call = {"id": _str(entry.call_id), "type": "function",
                 "function": {"name": entry.name, "arguments": entry.arguments}}  # fmt: skip
         message["tool_calls"] = [*(message["tool_calls"] or []), call]

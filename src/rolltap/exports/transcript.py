@@ -33,8 +33,8 @@ from rolltap.exports.transcript_model import (
     Entry,
     Marker,
     Said,
-    ToolCall,
-    ToolResult,
+    ToolCallEntry,
+    ToolResultEntry,
     Transcript,
 )
 from rolltap.exports.transcript_parts import body_entries, message_entries, system_entries
@@ -57,7 +57,7 @@ def _key(entry: Entry) -> tuple[str, ...] | None:
     """What must match for a request's assistant turn to be the previous reply's echo."""
     if isinstance(entry, Said):
         return ("said", entry.role, entry.text.strip())
-    if isinstance(entry, ToolCall):
+    if isinstance(entry, ToolCallEntry):
         try:
             args = orjson.dumps(orjson.loads(entry.arguments), option=orjson.OPT_SORT_KEYS)
         except orjson.JSONDecodeError:
@@ -107,9 +107,9 @@ class _Builder:
             self._put(Marker(event.kind, orjson.dumps(dict(p)).decode()), event.seq, None)
 
     def _put(self, entry: Entry, seq: int, call: int | None) -> None:
-        if isinstance(entry, ToolCall) and entry.call_id:
+        if isinstance(entry, ToolCallEntry) and entry.call_id:
             self._tool_names[entry.call_id] = entry.name
-        if isinstance(entry, ToolResult) and entry.name is None and entry.call_id:
+        if isinstance(entry, ToolResultEntry) and entry.name is None and entry.call_id:
             entry = replace(entry, name=self._tool_names.get(entry.call_id))
         self.entries.append(replace(entry, seq=seq, call=call))
 

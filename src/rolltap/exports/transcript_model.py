@@ -9,7 +9,7 @@ belongs to a model call, that call's index in :attr:`Transcript.calls` (``call``
 The conversation itself is read into the one canonical model
 (:mod:`rolltap.dialects.canonical`, by :mod:`rolltap.exports.transcript_parts`); an
 entry is a canonical part placed in the session (its event and call) and flattened for
-reading: a :class:`ToolCall` entry is a ``canonical.ToolCall`` with its ``seq`` and
+reading: a :class:`ToolCallEntry` is a ``canonical.ToolCall`` with its ``seq`` and
 ``call``, a :class:`Said` the texts of one message joined. :class:`CallStart`,
 :class:`CallReply` and :class:`CallError` mark where a call's input, output or failure
 begins, and :class:`CallInfo` sums up the call.
@@ -27,10 +27,10 @@ __all__ = [
     "CallStart",
     "Entry",
     "Marker",
-    "Reasoning",
+    "ReasoningEntry",
     "Said",
-    "ToolCall",
-    "ToolResult",
+    "ToolCallEntry",
+    "ToolResultEntry",
     "Transcript",
 ]
 
@@ -47,7 +47,7 @@ class Said:
 
 
 @dataclass(frozen=True, slots=True)
-class Reasoning:
+class ReasoningEntry:
     """Reasoning the model showed (chat ``reasoning_content``, Anthropic thinking,
     Responses reasoning summaries); ``redacted`` when only an opaque form was returned."""
 
@@ -59,7 +59,7 @@ class Reasoning:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCallEntry:
     """The model asked for tool ``name`` with ``arguments`` (JSON text, as sent)."""
 
     kind: ClassVar[str] = "tool_call"
@@ -71,7 +71,7 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResultEntry:
     """What the harness answered to tool call ``call_id`` (``name``: that call's tool)."""
 
     kind: ClassVar[str] = "tool_result"
@@ -125,7 +125,16 @@ class Marker:
     call: int | None = None
 
 
-Entry = Said | Reasoning | ToolCall | ToolResult | CallStart | CallReply | CallError | Marker
+Entry = (
+    Said
+    | ReasoningEntry
+    | ToolCallEntry
+    | ToolResultEntry
+    | CallStart
+    | CallReply
+    | CallError
+    | Marker
+)
 
 
 @dataclass(slots=True)

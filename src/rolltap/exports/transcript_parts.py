@@ -17,7 +17,14 @@ import orjson
 
 from rolltap.dialects import canonical as c
 from rolltap.exports.recorded import read_message, read_system
-from rolltap.exports.transcript_model import Entry, Marker, Reasoning, Said, ToolCall, ToolResult
+from rolltap.exports.transcript_model import (
+    Entry,
+    Marker,
+    ReasoningEntry,
+    Said,
+    ToolCallEntry,
+    ToolResultEntry,
+)
 
 __all__ = ["body_entries", "message_entries", "system_entries"]
 
@@ -100,10 +107,12 @@ def _message(dialect: str | None, msg: c.Message) -> list[Entry]:
     return [Said(str(msg.extra.get("role", "user")), _joined(msg.parts))]
 
 
-def _result(part: c.ToolResult) -> ToolResult:
+def _result(part: c.ToolResult) -> ToolResultEntry:
     name = part.extra.get("name")  # chat's tool message may name its tool
     text = _joined(part.content)
-    return ToolResult(text, part.call_id, name if isinstance(name, str) else None, part.is_error)
+    return ToolResultEntry(
+        text, part.call_id, name if isinstance(name, str) else None, part.is_error
+    )
 
 
 def _reply(dialect: str | None, msg: c.Message) -> list[Entry]:
@@ -114,7 +123,7 @@ def _reply(dialect: str | None, msg: c.Message) -> list[Entry]:
         if isinstance(part, c.Reasoning):
             thoughts.extend(_reasoning(dialect, part))
         elif isinstance(part, c.ToolCall):
-            calls.append(ToolCall(part.name, part.arguments, part.id))
+            calls.append(ToolCallEntry(part.name, part.arguments, part.id))
     text = _joined(msg.parts)
     refusal = msg.extra.get("refusal")  # chat's assistant refusal
     if isinstance(refusal, str):
@@ -124,12 +133,12 @@ def _reply(dialect: str | None, msg: c.Message) -> list[Entry]:
 
 def _reasoning(dialect: str | None, part: c.Reasoning) -> list[Entry]:
     if part.extra.get("type") == "redacted_thinking":
-        return [Reasoning("", redacted=True)]
+        return [ReasoningEntry("", redacted=True)]
     if dialect == "responses":
-        return [Reasoning(part.text, redacted=not part.text and bool(part.signature))]
+        return [ReasoningEntry(part.text, redacted=not part.text and bool(part.signature))]
     if dialect == "messages":
-        return [Reasoning(part.text)]
-    return [Reasoning(part.text)] if part.text else []
+        return [ReasoningEntry(part.text)]
+    return [ReasoningEntry(part.text)] if part.text else []
 
 
 def body_entries(payload: Mapping[str, Any]) -> list[Entry]:

@@ -2,9 +2,9 @@
 
 One or more lines per entry; the event's seq starts the first line of each event.
 
->>> from rolltap.exports.transcript_model import CallInfo, CallReply, Said, ToolCall
+>>> from rolltap.exports.transcript_model import CallInfo, CallReply, Said, ToolCallEntry
 >>> t = Transcript((CallReply(3, 0), Said("assistant", "Checking.", 3, 0),
-...                 ToolCall("get_weather", '{"city": "Paris"}', "c1", 3, 0)),
+...                 ToolCallEntry("get_weather", '{"city": "Paris"}', "c1", 3, 0)),
 ...                (CallInfo(status=200, finish_reason="tool_calls", total_ms=12.0),))
 >>> print("\\n".join(render_lines(t)))
    3   ← 200 tool_calls · 12 ms
@@ -21,10 +21,10 @@ from rolltap.exports.transcript_model import (
     CallStart,
     Entry,
     Marker,
-    Reasoning,
+    ReasoningEntry,
     Said,
-    ToolCall,
-    ToolResult,
+    ToolCallEntry,
+    ToolResultEntry,
     Transcript,
 )
 
@@ -65,12 +65,12 @@ def _line(entry: Entry, call: CallInfo | None) -> str:
         return f"✗ {entry.status or ''} {entry.code}: {entry.message}{timing}"
     if isinstance(entry, Said):
         return f"{entry.role}: {entry.text}"
-    if isinstance(entry, Reasoning):
+    if isinstance(entry, ReasoningEntry):
         return "reasoning: " + ("[redacted]" if entry.redacted else entry.text)
-    if isinstance(entry, ToolCall):
+    if isinstance(entry, ToolCallEntry):
         ident = f" [{entry.call_id}]" if entry.call_id else ""
         return f"tool call {entry.name}({entry.arguments}){ident}"
-    if isinstance(entry, ToolResult):
+    if isinstance(entry, ToolResultEntry):
         ident = f" [{entry.call_id}]" if entry.call_id else ""
         error = " (error)" if entry.is_error else ""
         return f"tool result {entry.name or '?'}{ident}{error}: {entry.text}"
