@@ -16,7 +16,8 @@ from rolltap.errors_doc import children, group_of, load_all, markdown, meaning, 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 #: the boundaries (errors.py's docstring says what each is): a new one is deliberate
 GROUPS = {
-    "GatewayClosedError", "HarnessError", "LocalModelError", "PoolError", "RequestError",
+    "GatewayClosedError", "HarnessError", "LocalModelError", "PolicyError", "PoolError",
+    "RequestError",
     "ServeError", "StoreError", "TokensError", "UpstreamError", "UsageError",
 }  # fmt: skip
 #: exceptions that never leave the module raising them, kept out of the tree on purpose
@@ -94,6 +95,7 @@ def test_request_errors_are_4xx_and_the_cli_exits_by_the_class() -> None:
 def test_the_drawing_is_depth_first_by_name() -> None:
     assert tree(errors.UpstreamError).splitlines() == [
         "UpstreamError",
+        "├── UpstreamAbortedError",
         "├── UpstreamBusyError",
         "├── UpstreamConnectionError",
         "├── UpstreamProtocolError",

@@ -9,7 +9,7 @@ need to catch these.
 The tree, grouped by the boundary an error comes from: a caller's bad request (4xx),
 a usage or configuration mistake, the upstream model endpoint, the model-client pool,
 the store, the token client's renderers, ``rolltap serve``, a rollout's harness, the
-local model server, the gateway's own life. Most classes are defined here; the rest
+local model server, the trainer's policy (pauses, staleness), the gateway's own life. Most classes are defined here; the rest
 beside the code that raises them (``rolltap.store.errors`` holds the store's).
 ``docs/errors.md`` lists each with its module, code, status and meaning
 (``python -m rolltap.errors_doc --markdown`` writes it)::
@@ -21,6 +21,9 @@ beside the code that raises them (``rolltap.store.errors`` holds the store's).
     │   ├── CheckNotRunError
     │   └── HarnessExitError
     ├── LocalModelError
+    ├── PolicyError
+    │   ├── PausedError
+    │   └── PolicyStaleError
     ├── PoolError
     │   ├── ModelPoolClosedError
     │   ├── ModelPoolFullError
@@ -68,6 +71,7 @@ beside the code that raises them (``rolltap.store.errors`` holds the store's).
     │   ├── RendererPoolClosedError
     │   └── TokenizerError
     ├── UpstreamError
+    │   ├── UpstreamAbortedError
     │   ├── UpstreamBusyError
     │   ├── UpstreamConnectionError
     │   ├── UpstreamProtocolError
@@ -116,6 +120,9 @@ __all__ = [
     "ModelPoolClosedError",
     "ModelPoolFullError",
     "NotFoundError",
+    "PausedError",
+    "PolicyError",
+    "PolicyStaleError",
     "PoolCloseError",
     "PoolError",
     "RendererPoolClosedError",
@@ -134,6 +141,7 @@ __all__ = [
     "TokenizerError",
     "TokenizerMismatchError",
     "TokensError",
+    "UpstreamAbortedError",
     "UpstreamBusyError",
     "UpstreamConnectionError",
     "UpstreamError",
@@ -470,11 +478,49 @@ class UpstreamConnectionError(UpstreamError):
     status = 502
 
 
+class UpstreamAbortedError(UpstreamError):
+    """The call's upstream request was cut: an ``abort`` pause (``POST /pause``) cancelled
+    it, or the engine aborted it for a weight update. A relayed call surfaces it; the
+    token client continues the completion instead."""
+
+    code = "upstream_aborted"
+    status = 503
+    retryable = True
+
+
 class UpstreamProtocolError(UpstreamError):
     """The upstream's response was broken: malformed JSON, a dropped stream, bad SSE."""
 
     code = "upstream_bad_response"
     status = 502
+
+
+# --- policy: the trainer's weight updates (pauses, staleness) ---------------------------
+
+
+class PolicyError(RolltapError):
+    """Root of the refusals a trainer's policy settings cause (a pause, a staleness bound)."""
+
+    code = "policy_error"
+    status = 503
+
+
+class PausedError(PolicyError):
+    """The endpoint stayed paused (``POST /pause``) longer than ``pause_max_s`` while the
+    call waited; retry after ``Retry-After``."""
+
+    code = "paused"
+    status = 503
+    retryable = True
+
+
+class PolicyStaleError(PolicyError):
+    """The rollout began ``max_staleness`` or more policy versions before the current one:
+    it gets no new calls, and ends ``stale``."""
+
+    code = "policy_stale"
+    status = 409
+    type = "invalid_request_error"
 
 
 # --- pool: the model-client pool ---------------------------------------------------------

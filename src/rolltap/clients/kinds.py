@@ -7,7 +7,7 @@ from typing import Any
 from rolltap.clients.relay import RelayClient
 from rolltap.clients.relay_upstream import RelayUpstream
 from rolltap.clients.token_upstream import TokenUpstream
-from rolltap.clients.upstream import Upstream
+from rolltap.clients.upstream import CallGate, Upstream
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError
 from rolltap.tokens import RendererRegistry
@@ -16,13 +16,15 @@ __all__ = ["move_upstream", "upstream_for"]
 
 
 def upstream_for(
-    endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry
-) -> Upstream[Any]:
+    endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry,
+    gate: CallGate | None = None,
+) -> Upstream[Any]:  # fmt: skip
     """A registering rollout's upstream on the model client the pool lent it: the token
-    upstream for a ``client = "tokens"`` endpoint (rendering with ``renderers``), the
+    upstream for a ``client = "tokens"`` endpoint (rendering with ``renderers``; ``gate``,
+    its endpoint's policy, lets it continue completions a pause or the engine cut), the
     relay upstream for any other."""
     if endpoint.client == "tokens":
-        return TokenUpstream(endpoint, client, renderers)
+        return TokenUpstream(endpoint, client, renderers, gate)
     return RelayUpstream(endpoint, client)
 
 

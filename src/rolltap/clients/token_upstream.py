@@ -35,7 +35,7 @@ from rolltap.clients.completions import (
 )
 from rolltap.clients.completions_llamacpp import fold_stream
 from rolltap.clients.relay import RelayClient, relayed_headers
-from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
+from rolltap.clients.upstream import Answer, CallGate, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Reasoning, Request, Response, Tool
 from rolltap.dialects.chat.dialect import response_from_canonical as chat_response
@@ -80,12 +80,15 @@ class TokenRequest(UpstreamRequest):
 class TokenUpstream:
     """An :class:`~rolltap.clients.upstream.Upstream` that samples from token ids."""
 
-    __slots__ = ("client", "endpoint", "errors", "name", "parser", "renderers", "turns")
+    __slots__ = ("client", "endpoint", "errors", "gate", "name", "parser", "renderers", "turns")
 
     def __init__(
-        self, endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry
-    ) -> None:
+        self, endpoint: EndpointConfig, client: RelayClient, renderers: RendererRegistry,
+        gate: CallGate | None = None,
+    ) -> None:  # fmt: skip
         self.endpoint, self.client, self.renderers = endpoint, client, renderers
+        #: the endpoint's policy: version and pauses (None outside a gateway)
+        self.gate = gate
         self.name = f"completions.{endpoint.completions_api}"
         # a completions server's error bodies are read as the endpoint's dialect's
         self.errors = get_dialect(endpoint.dialect)

@@ -30,6 +30,8 @@ from rolltap.errors import UpstreamStatusError
 __all__ = [
     "Answer",
     "Body",
+    "CallGate",
+    "Cut",
     "ModelRequest",
     "Reply",
     "ReplyKind",
@@ -147,6 +149,35 @@ class Upstream(Protocol[R]):
     def call(self, request: R) -> AbstractAsyncContextManager[Reply]:
         """Send ``request``; the reply lives inside the block. Never retries."""
         ...
+
+
+class CallGate(Protocol):
+    """An endpoint's policy gate as an upstream sees it (the gateway's
+    :class:`~rolltap.gateway.policy.PolicyGate`): the trainer's current policy version,
+    and its pauses. A token upstream cuts and continues completions through it."""
+
+    @property
+    def version(self) -> str | None:
+        """The policy version the trainer set last (None: none set)."""
+        ...
+
+    def waiting(self) -> AbstractAsyncContextManager[None]:
+        """Wait while the endpoint is paused, not counted as in flight (a ``drain`` pause
+        does not wait for it); raises :class:`~rolltap.errors.PausedError` after
+        ``pause_max_s``."""
+        ...
+
+    def cuttable(self) -> AbstractAsyncContextManager[Cut]:
+        """A scope an ``abort`` pause cancels: the block gets ``TimeoutError`` and
+        :attr:`Cut.aborted` is set."""
+        ...
+
+
+class Cut(Protocol):
+    """One upstream request an ``abort`` pause can cut."""
+
+    @property
+    def aborted(self) -> bool: ...
 
 
 def status_error(reply: Reply, raw: bytes) -> UpstreamStatusError:

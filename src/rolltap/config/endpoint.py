@@ -114,6 +114,11 @@ class EndpointConfig(BaseModel):
     #: naming the field (docs/translation.md). Not part of the identity: it changes no
     #: model client, only what a rollout's upstream sends on it.
     unsupported: Literal["drop", "refuse"] = "drop"
+    #: tell the engine when the gateway pauses and resumes this endpoint (``POST /pause``):
+    #: vLLM's ``/pause?mode=…`` and ``/resume``, or SGLang's ``/pause_generation`` and
+    #: ``/continue_generation``, so both agree; None: the gateway pauses alone. Not part
+    #: of the identity.
+    forward_pause: Literal["vllm", "sglang"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -161,6 +166,8 @@ class EndpointConfig(BaseModel):
                 data.pop(name, None)
         if self.unsupported == "drop":  # the default: dumps as before the field existed
             data.pop("unsupported", None)
+        if self.forward_pause is None:  # likewise
+            data.pop("forward_pause", None)
         if self.replicas:
             data.pop("base_url", None)
         else:
@@ -212,6 +219,7 @@ class EndpointConfig(BaseModel):
         """SHA-256 hex digest over user, config fields and the resolved credential."""
         fields = self.model_dump(mode="json")
         fields.pop("unsupported", None)  # a policy of the rollouts', not of the client
+        fields.pop("forward_pause", None)  # the gateway's to send, not the client's
         blob = orjson.dumps(
             {"user": user, "endpoint": fields, "credential": credential},
             option=orjson.OPT_SORT_KEYS,

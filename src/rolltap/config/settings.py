@@ -52,6 +52,12 @@ class GatewaySettings(BaseModel):
     replay_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     #: ``rolltap gateway --store`` leases its run for this long, renewed every 10 s
     lease_ttl_s: float = Field(default=120.0, gt=0)
+    #: while an endpoint is paused (``POST /pause``), a new call waits this long at most,
+    #: then gets ``503 paused`` with ``Retry-After``
+    pause_max_s: float = Field(default=600.0, gt=0)
+    #: a rollout whose first call was made this many policy versions before the current
+    #: one gets ``409 policy_stale`` and ends ``stale``; None: no bound
+    max_staleness: int | None = Field(default=None, gt=0)
 
     @classmethod
     def from_env(

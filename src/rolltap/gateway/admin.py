@@ -17,6 +17,8 @@ from aiohttp import web
 from rolltap.config import GatewaySettings
 from rolltap.errors import InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
+from rolltap.gateway.policy import PauseMode
+from rolltap.gateway.policy_routes import add_policy_routes
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.stats import render_metrics
 from rolltap.http.auth import AuthThrottle, check_bearer
@@ -54,6 +56,16 @@ class Admin(Protocol):
     def describe(self, rollout: Rollout, *, secret: bool = True) -> dict[str, Any]: ...
 
     def snapshot(self) -> dict[str, Any]: ...
+
+    def policy(self) -> dict[str, Any]: ...
+
+    async def set_policy_version(
+        self, version: str | None, *, endpoint: str | None = None
+    ) -> dict[str, Any]: ...
+
+    async def pause(self, mode: PauseMode, *, endpoint: str | None = None) -> dict[str, Any]: ...
+
+    async def resume(self, *, endpoint: str | None = None) -> dict[str, Any]: ...
 
 
 ADMIN: web.AppKey[Admin] = web.AppKey("admin")
@@ -162,4 +174,5 @@ def add_admin_routes(app: web.Application, admin: Admin, *, endpoints: Sequence[
     app.router.add_delete("/rollouts/{rollout_id}", delete_rollout)
     app.router.add_get("/stats", stats)
     app.router.add_get("/metrics", metrics)
+    add_policy_routes(app, _gateway)
     add_openapi_route(app, admin_document(endpoints))

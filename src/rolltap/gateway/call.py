@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from rolltap.clients.token_upstream import TokenUpstream
 from rolltap.clients.upstream import ModelRequest, Reply, status_error
 from rolltap.dialects.canonical import Dialect, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
@@ -128,6 +130,7 @@ class ModelCall(CallEvents):
         if self.lookup.replay is not None:
             return await self.replay(self.lookup.replay)
         rollout.admit_call()
+        rollout.admit_policy()
         if rollout.pin is not None:  # re-pinned first if its replica is down
             self.replica = await rollout.pin.route(rollout)
         sent = await self.upstream.rewrite(
@@ -137,13 +140,24 @@ class ModelCall(CallEvents):
             )
         )  # fmt: skip
         self.defer_request(sent)
+        if rollout.gate is not None:  # paused: held here, in arrival order
+            await rollout.gate.wait_open()
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
-        async with slot, self.upstream.call(sent) as reply:
+        async with slot, self.cuttable(), self.upstream.call(sent) as reply:
             self.flush_request()
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
             self.record_reply(reply, recorded)
         return await self.finish(response)
+
+    def cuttable(self) -> AbstractAsyncContextManager[object]:
+        """The scope an ``abort`` pause cuts: the whole call, for a relay (it then ends
+        ``upstream_aborted``); nothing for the token upstream, which cuts and continues
+        each of its completion's parts itself."""
+        gate = self.rollout.gate
+        if gate is None or isinstance(self.upstream, TokenUpstream):
+            return nullcontext()
+        return gate.cuttable()
 
     async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
         """End the answer here: a body is written, a stream closed."""

@@ -21,6 +21,7 @@ from rolltap.dialects.canonical import Dialect
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
 from rolltap.events import EventKind
 from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
+from rolltap.gateway.policy import reported_version
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Delivery, Lookup
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
@@ -140,10 +141,32 @@ class CallEvents:
             **recorded,
             "timing": self._timing(),
         }
+        mismatch = self._stamp_policy(payload)
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
+        if mismatch is not None:
+            self.rollout.log.append(EventKind.NOTE, mismatch)
         self.answered, self.delivery.answered = payload, True
         self.stats.record_response(payload["usage"], payload.get("tokens"))
         self.rollout.add_usage(payload["usage"])
+
+    def _stamp_policy(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Set the answer's ``policy_version``: the engine's own where it reported one
+        (the upstream's record, or the answer's body), else the gateway's current one.
+        Returns the note to record when the two disagree."""
+        gate = self.rollout.gate
+        current = None if gate is None else gate.version
+        engine = payload.get("policy_version")
+        if engine is None:
+            engine = reported_version(payload.get("body"))
+        payload["policy_version"] = current if engine is None else engine
+        if engine is None or current is None or engine == current:
+            return None
+        return {
+            "text": f"the engine answered with weights {engine!r}, the gateway's policy "
+            f"version is {current!r}",
+            "reason": "policy_version_mismatch", "intercept_id": self.intercept.id,
+            "engine_version": engine, "gateway_version": current,
+        }  # fmt: skip
 
     def record_replayed(self, answer: Answer) -> None:
         """The request and response events of an SDK retry answered from ``answer``, its
@@ -173,6 +196,8 @@ class CallEvents:
             "stream": self.stream,
             "timing": self._timing(),
         }
+        if self.rollout.gate is not None:
+            payload["policy_version"] = self.rollout.gate.version
         if isinstance(err, UpstreamStatusError):
             payload["upstream_body"] = err.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         self.rollout.log.append(EventKind.MODEL_ERROR, payload)

@@ -37,6 +37,8 @@ from rolltap.gateway.harness import add_harness_routes
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.observer import CallTracer, RolloutAdmitter, RolloutObserver
 from rolltap.gateway.pinning import EndpointReplicas, ReplicaPin
+from rolltap.gateway.policies import EndpointPolicies
+from rolltap.gateway.policy import PauseMode
 from rolltap.gateway.rollout import Rollout, new_rollout_id, new_secret, session_id_of
 from rolltap.gateway.server import GatewayServer
 from rolltap.gateway.stats import GatewayStats
@@ -80,6 +82,8 @@ class Gateway:
             max_clients=self.settings.max_model_clients
         )
         self.stats = GatewayStats()
+        #: each endpoint's policy version and pauses (the trainer's ``/policy``, ``/pause``)
+        self.policies = EndpointPolicies(eps, self.settings, self._policy_borrow)
         #: sees every rollout (as an observer) and every ended call: spans, when given
         self.tracer = tracer
         self.observers = [*observers, *([] if tracer is None else [tracer])]
@@ -244,7 +248,8 @@ class Gateway:
                 lease = await self._borrow(ep, credential, user, rollout_id)
             else:
                 lease = await pin.borrow(pin.url)
-            upstream = upstream_for(ep, lease.client, self.renderers)
+            gate = self.policies.gates[ep.name]
+            upstream = upstream_for(ep, lease.client, self.renderers, gate)
             async with self._place_lock:  # choose and place together: least-loaded holds
                 server = await self._choose_server()
                 rollout = Rollout(
@@ -252,6 +257,7 @@ class Gateway:
                     upstream=upstream, server=server, session_id=session_id, user=user,
                     metadata=dict(metadata or {}), limits=limits or RolloutLimits(),
                     sampling=dict(sampling or {}), limiter=self._limiters.get(ep.name), pin=pin,
+                    gate=gate,
                 )  # fmt: skip
                 server.place(rollout)
             await self._admit(rollout)
@@ -296,6 +302,35 @@ class Gateway:
         if replica:  # its timeouts differ from a plain endpoint's at the same URL
             key += ".replica"
         return await self.pool.borrow(key, build, holder=holder)
+
+    async def _policy_borrow(
+        self, ep: EndpointConfig, credential: str | None
+    ) -> Lease[RelayClient]:
+        return await self._borrow(ep, credential, None, "policy", replica=bool(ep.replicas))
+
+    # -- policy (a trainer's weight updates) ------------------------------------------
+
+    def policy(self) -> dict[str, Any]:
+        """Each endpoint's policy version, pause and counters (``GET /policy``)."""
+        return self.policies.snapshot()
+
+    async def set_policy_version(
+        self, version: str | None, *, endpoint: str | None = None
+    ) -> dict[str, Any]:
+        """Make ``version`` the current policy version of ``endpoint`` (None: of every
+        endpoint): answers recorded from now on carry it, unless the engine reports its
+        own. Returns :meth:`policy`."""
+        return await self.policies.set_version(version, endpoint)
+
+    async def pause(self, mode: PauseMode, *, endpoint: str | None = None) -> dict[str, Any]:
+        """Pause ``endpoint`` (None: every endpoint): new calls wait, in arrival order, up
+        to ``pause_max_s``. ``hold`` lets calls in flight run on, ``drain`` returns once
+        none is left, ``abort`` cuts them (:mod:`rolltap.gateway.policy`)."""
+        return await self.policies.pause(mode, endpoint)
+
+    async def resume(self, *, endpoint: str | None = None) -> dict[str, Any]:
+        """End a pause: held calls go, in the order they arrived."""
+        return await self.policies.resume(endpoint)
 
     async def _admit(self, rollout: Rollout) -> None:
         try:
@@ -373,6 +408,7 @@ class Gateway:
             "inflight": {name: lim.snapshot() for name, lim in self._limiters.items()},
             "replicas": {name: reps.snapshot() for name, reps in self._replicas.items()},
             "totals": self.stats.as_dict(),
+            "policy": self.policies.snapshot()["endpoints"],
         }
 
     # -- servers -------------------------------------------------------------------

@@ -15,6 +15,7 @@ from rolltap.config import EndpointConfig
 from rolltap.errors import (
     InvalidRequestError,
     LimitReachedError,
+    PolicyStaleError,
     RolloutClosedError,
     RolltapError,
 )
@@ -22,6 +23,7 @@ from rolltap.events import ID_LENGTH, EventLog
 from rolltap.gateway.conversation import ConversationIndex
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.pinning import ReplicaPin
+from rolltap.gateway.policy import PolicyGate
 from rolltap.gateway.replay import ReplayBook
 from rolltap.http.auth import tokens_match
 from rolltap.pool import Lease
@@ -123,6 +125,12 @@ class Rollout:
     pin: ReplicaPin | None = None
     #: which limit ended the rollout ("max_turns", "max_tokens", "timeout"), if any
     limit_reached: str | None = None
+    #: its endpoint's policy version and pauses (None: a gateway-less test rollout)
+    gate: PolicyGate | None = None
+    #: the policy epoch its first call was made in (staleness counts from it)
+    first_epoch: int | None = None
+    #: refused a call as ``policy_stale``: it ends ``stale``
+    stale: bool = False
     turns: int = 0
     total_tokens: int = 0
     log: EventLog = field(default_factory=EventLog)
@@ -167,6 +175,21 @@ class Rollout:
             self.limit_reached = self.limit_reached or hit
             raise LimitReachedError(f"rollout {self.id} reached its {hit} limit")
         self.turns += 1
+
+    def admit_policy(self) -> None:
+        """Note the policy epoch of the first call; refuse a later one with
+        ``PolicyStaleError`` once the rollout is ``max_staleness`` versions old."""
+        gate = self.gate
+        if gate is None:
+            return
+        if self.first_epoch is None:
+            self.first_epoch = gate.epoch
+            return
+        try:
+            gate.check_fresh(self.first_epoch)
+        except PolicyStaleError:
+            self.stale = True
+            raise
 
     def add_usage(self, usage: Any) -> None:
         if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):

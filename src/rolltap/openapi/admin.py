@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rolltap.openapi.common import document, errors, json_ok, operation, path_param, text_ok
+from rolltap.openapi.policy import policy_paths
 
 __all__ = ["admin_document"]
 
@@ -121,6 +122,7 @@ def admin_document(endpoints: Sequence[str] = ()) -> dict[str, Any]:
                 parameters=[*_ID, _SINCE],
             ),
         },
+        **policy_paths(endpoints),
         "/stats": {"get": operation("Gateway counters", {"200": json_ok(_STATS)})},
         "/metrics": {
             "get": operation("Prometheus metrics", {"200": text_ok("text/plain", "metrics")})

@@ -1,0 +1,235 @@
+"""An endpoint's policy: the version of the weights behind it, and its pauses.
+
+A trainer that updates weights while rollouts run tells the gateway (``POST /policy``,
+``POST /pause``, ``POST /resume`` on the admin API; :meth:`~rolltap.gateway.gateway.
+Gateway.set_policy_version`, ``pause``, ``resume`` in Python). Each endpoint has one
+:class:`PolicyGate`:
+
+- **version**: an opaque string (None until set). Each change starts a new *epoch*;
+  staleness counts epochs (``max_staleness``).
+- **pause**: while paused, a call about to be sent waits here, in arrival order, for at
+  most ``pause_max_s`` (then ``503 paused``): the harness sees a slow call. ``hold`` lets
+  the upstream requests in flight run on; ``drain`` returns once none is left in flight;
+  ``abort`` cuts them at once (:meth:`PolicyGate.cuttable`: a relayed call gets
+  ``upstream_aborted``, the token client continues its completion after the resume).
+- **in flight**: the upstream requests between the gate and the end of their answer.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     gate = PolicyGate(pause_max_s=60.0)
+...     gate.set_version("step-7")
+...     await gate.pause("drain")  # returns once nothing is in flight
+...     gate.resume()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal, get_args
+
+from rolltap.errors import (
+    InvalidRequestError,
+    PausedError,
+    PolicyStaleError,
+    UpstreamAbortedError,
+)
+
+__all__ = ["PAUSE_MODES", "PauseMode", "PolicyGate", "parse_pause_mode", "reported_version"]
+
+PauseMode = Literal["hold", "drain", "abort"]
+PAUSE_MODES: tuple[PauseMode, ...] = get_args(PauseMode)
+#: what a call refused after ``pause_max_s`` is told to wait before it tries again
+_RETRY_AFTER_S = 1.0
+
+
+def parse_pause_mode(value: Any) -> PauseMode:
+    """``value`` as a pause mode, or ``InvalidRequestError`` naming the modes."""
+    for mode in PAUSE_MODES:
+        if value == mode:
+            return mode
+    raise InvalidRequestError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, got {value!r}")
+
+
+def reported_version(body: Any) -> str | None:
+    """The weight version an engine put in its answer ``body``: SGLang's
+    ``meta_info.weight_version`` (``/generate``), or ``metadata.weight_version`` (an
+    OpenAI-shaped answer of SGLang's or the simulator's); None when it put none."""
+    if not isinstance(body, dict):
+        return None
+    for key in ("metadata", "meta_info"):
+        holder = body.get(key)
+        if isinstance(holder, dict):
+            version = holder.get("weight_version")
+            if isinstance(version, str | int) and not isinstance(version, bool):
+                return str(version)
+    return None
+
+
+class _Cut:
+    """One upstream request an ``abort`` pause can cut (a :class:`~rolltap.clients.
+    upstream.Cut`)."""
+
+    __slots__ = ("aborted", "scope")
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self.scope: asyncio.Timeout | None = None
+
+    def cut(self) -> None:
+        self.aborted = True
+        if self.scope is not None and self.scope.when() is None:
+            # fires at the loop's next turn: the block gets TimeoutError wherever it waits
+            self.scope.reschedule(asyncio.get_running_loop().time())
+
+
+class PolicyGate:
+    """The policy version of one endpoint and its pause (see the module's docstring)."""
+
+    def __init__(self, *, pause_max_s: float, max_staleness: int | None = None) -> None:
+        self.pause_max_s, self.max_staleness = pause_max_s, max_staleness
+        self._version: str | None = None
+        #: bumped on every change of version
+        self.epoch = 0
+        self._epochs: dict[str, int] = {}
+        self.mode: PauseMode | None = None
+        self._paused_at: float | None = None
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._inflight: set[_Cut] = set()
+        #: calls waiting for a resume now; pauses so far, requests cut, calls refused
+        self.held = 0
+        self.pauses = self.cut = self.refused = 0
+
+    # -- version -------------------------------------------------------------------
+
+    @property
+    def version(self) -> str | None:
+        return self._version
+
+    def set_version(self, version: str | None) -> bool:
+        """Make ``version`` current; whether it changed (a change is a new epoch)."""
+        if version == self._version:
+            return False
+        self._version = version
+        self.epoch += 1
+        if version is not None:
+            self._epochs.setdefault(version, self.epoch)
+        return True
+
+    def epoch_of(self, version: str | None) -> int:
+        """The epoch ``version`` was first made current in (the current epoch for a
+        version the trainer never set, such as an engine's own)."""
+        if version is None:
+            return self.epoch
+        return self._epochs.get(version, self.epoch)
+
+    def check_fresh(self, first_epoch: int) -> None:
+        """Raise :class:`~rolltap.errors.PolicyStaleError` for a rollout whose first call
+        was made in ``first_epoch``, when that is ``max_staleness`` or more epochs ago."""
+        k = self.max_staleness
+        if k is not None and self.epoch - first_epoch >= k:
+            raise PolicyStaleError(
+                f"the rollout began {self.epoch - first_epoch} policy versions ago "
+                f"(max_staleness = {k})"
+            )
+
+    # -- pause ---------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self.mode is not None
+
+    async def pause(self, mode: PauseMode, *, cut: bool = True) -> int:
+        """Pause: new calls wait. ``drain`` returns once nothing is in flight; ``abort``
+        cuts what is (unless not ``cut``: the engine aborts them itself). Returns how
+        many upstream requests were cut."""
+        if self.mode is None:
+            self._paused_at = time.monotonic()
+            self.pauses += 1
+        self.mode = mode
+        self._open.clear()
+        cuts = 0
+        if mode == "abort" and cut:
+            for ticket in list(self._inflight):
+                if not ticket.aborted:
+                    ticket.cut()
+                    cuts += 1
+            self.cut += cuts
+        elif mode == "drain":
+            await self._idle.wait()
+        return cuts
+
+    def resume(self) -> bool:
+        """Let held calls go, in the order they arrived; whether the gate was paused."""
+        was = self.mode is not None
+        self.mode, self._paused_at = None, None
+        self._open.set()
+        return was
+
+    async def wait_open(self) -> None:
+        """Return at once unless paused; paused, when resumed (in arrival order), or
+        raise :class:`~rolltap.errors.PausedError` after ``pause_max_s``."""
+        if self._open.is_set():
+            return
+        self.held += 1
+        try:
+            async with asyncio.timeout(self.pause_max_s):
+                await self._open.wait()
+        except TimeoutError:
+            self.refused += 1
+            raise PausedError(
+                f"the endpoint is paused, and stayed so for pause_max_s = {self.pause_max_s}s",
+                retry_after=_RETRY_AFTER_S,
+            ) from None
+        finally:
+            self.held -= 1
+
+    @asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """:meth:`wait_open` as a block (the :class:`~rolltap.clients.upstream.CallGate`
+        shape)."""
+        await self.wait_open()
+        yield
+
+    @asynccontextmanager
+    async def cuttable(self) -> AsyncIterator[_Cut]:
+        """An upstream request in flight: ``drain`` waits for it, ``abort`` cuts it (the
+        ticket's ``aborted`` is set and the block ends with
+        :class:`~rolltap.errors.UpstreamAbortedError`)."""
+        ticket = _Cut()
+        self._inflight.add(ticket)
+        self._idle.clear()
+        try:
+            async with asyncio.timeout(None) as scope:
+                ticket.scope = scope
+                yield ticket
+        except TimeoutError:
+            if not ticket.aborted:
+                raise
+            raise UpstreamAbortedError("an abort pause cut the upstream request") from None
+        finally:
+            self._inflight.discard(ticket)
+            if not self._inflight:
+                self._idle.set()
+
+    # -- report --------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The gate as ``GET /policy`` shows it."""
+        since = self._paused_at
+        return {
+            "version": self._version,
+            "epoch": self.epoch,
+            "paused": self.mode,
+            "paused_for_s": None if since is None else round(time.monotonic() - since, 3),
+            "in_flight": len(self._inflight),
+            "held": self.held,
+            "pauses": self.pauses,
+            "cut": self.cut,
+            "refused": self.refused,
+            "max_staleness": self.max_staleness,
+        }
