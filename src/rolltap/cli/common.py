@@ -31,8 +31,10 @@ __all__ = [
     "CaptureLogprobsOpt",
     "CaptureTokensOpt",
     "Interrupts",
+    "MaxStalenessOpt",
     "OtelContentOpt",
     "OtelOpt",
+    "PauseMaxOpt",
     "ReasoningParserOpt",
     "ToolParserOpt",
     "UnsupportedOpt",
@@ -62,6 +64,23 @@ OtelOpt = Annotated[
 #: ``--otel-content`` beside :data:`OtelOpt`
 OtelContentOpt = Annotated[
     bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
+]
+#: ``--max-staleness`` / ``--pause-max-s`` on every command that runs a gateway (the
+#: gateway's ``max_staleness`` and ``pause_max_s``: see docs/gateway.md, "Policy versions")
+MaxStalenessOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="A rollout whose first call was made K or more policy versions ago gets no new"
+        " calls (409 policy_stale) and ends stale; default: no bound",
+    ),
+]
+PauseMaxOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--pause-max-s",
+        help="While paused (POST /pause), a call waits this long (s) at most, then gets"
+        " 503 paused \\[600]",
+    ),
 ]
 #: ``--tool-parser`` / ``--reasoning-parser`` where endpoint flags are (the token client's)
 ToolParserOpt = Annotated[

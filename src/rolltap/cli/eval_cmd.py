@@ -16,8 +16,10 @@ from rolltap.cli.common import (
     CaptureLogprobsOpt,
     CaptureTokensOpt,
     Interrupts,
+    MaxStalenessOpt,
     OtelContentOpt,
     OtelOpt,
+    PauseMaxOpt,
     ReasoningParserOpt,
     ToolParserOpt,
     UnsupportedOpt,
@@ -68,7 +70,8 @@ async def _eval(
             default = RunConfig()
             overrides: dict[str, Any] = {
                 k: getattr(config, k)
-                for k in ("c", "store_unavailable_timeout_s", "workers", "ray", "workers_per_node")
+                for k in ("c", "store_unavailable_timeout_s", "workers", "ray", "workers_per_node",
+                          "max_staleness", "pause_max_s")
                 if getattr(config, k) != getattr(default, k)
             }  # fmt: skip
             if config.otel is not None:  # given now: wins over the stored run's
@@ -226,6 +229,8 @@ def eval_command(
         str | None,
         typer.Option(help="With --ray: upload this directory to every node (harness code)"),
     ] = None,
+    max_staleness: MaxStalenessOpt = None,
+    pause_max_s: PauseMaxOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
@@ -244,6 +249,7 @@ def eval_command(
         "store_unavailable_timeout_s": store_unavailable_timeout,
         "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
         "ray_working_dir": ray_working_dir,
+        "max_staleness": max_staleness, "pause_max_s": pause_max_s,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)

@@ -15,8 +15,10 @@ from rolltap.cli.common import (
     CaptureLogprobsOpt,
     CaptureTokensOpt,
     Interrupts,
+    MaxStalenessOpt,
     OtelContentOpt,
     OtelOpt,
+    PauseMaxOpt,
     ReasoningParserOpt,
     ToolParserOpt,
     UnsupportedOpt,
@@ -167,11 +169,16 @@ def gateway(
             "mysql://…); default: in memory until the rollout is deleted"
         ),
     ] = None,
+    max_staleness: MaxStalenessOpt = None,
+    pause_max_s: PauseMaxOpt = None,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
 ) -> None:
     """Run the interception gateway in front of one upstream endpoint."""
-    settings = GatewaySettings.from_env(host=host, port=port, multiplex=multiplex)
+    settings = GatewaySettings.from_env(
+        host=host, port=port, multiplex=multiplex, max_staleness=max_staleness,
+        pause_max_s=pause_max_s,
+    )  # fmt: skip
     policy = unsupported_fields(unsupported)
     ep = None
     if not endpoint and dialect is not None:

@@ -137,12 +137,23 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("model errors", _fmt(summary["model_errors"])),
         ("no model calls", _fmt(summary.get("no_model_calls", 0))),
         ("token drift", _drift(summary.get("token_drift"))),
+        *_versions(summary.get("policy_versions")),
         ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
         ("completion tokens", _fmt(summary["tokens"]["completion"])),
     ]
     rows += [(f"latency {k}", fmt_ms(v)) for k, v in summary["latency_ms"].items()]
     rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in summary["ttfc_ms"].items()]
     return rows
+
+
+def _versions(found: Any) -> list[tuple[str, str]]:
+    """The ``policy versions`` row, only when an answer carried a version."""
+    if not isinstance(found, dict) or not found.get("versions"):
+        return []
+    versions = [str(v) for v in found["versions"]]
+    shown = "→".join(versions) if len(versions) <= 4 else f"{versions[0]}→…→{versions[-1]}"
+    spanning = found.get("spanning", 0)
+    return [("policy versions", _clip(f"{shown}; {spanning} rollout(s) span more than one"))]
 
 
 def _drift(counts: Any) -> str:

@@ -13,8 +13,10 @@ from rolltap.cli.common import (
     EXIT_OK,
     CaptureLogprobsOpt,
     CaptureTokensOpt,
+    MaxStalenessOpt,
     OtelContentOpt,
     OtelOpt,
+    PauseMaxOpt,
     ReasoningParserOpt,
     ToolParserOpt,
     UnsupportedOpt,
@@ -154,6 +156,8 @@ def serve(
     unsaved_dir: Annotated[
         Path | None, typer.Option(help="Where unsaved-sessions files go [the current directory]")
     ] = None,
+    max_staleness: MaxStalenessOpt = None,
+    pause_max_s: PauseMaxOpt = None,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
     values: dict[str, Any] = {
@@ -168,6 +172,10 @@ def serve(
         "unsaved_dir": None if unsaved_dir is None else str(unsaved_dir),
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
+    # each worker's gateway settings ([serve.gateway] in a config file), field by field
+    gateway = {"max_staleness": max_staleness, "pause_max_s": pause_max_s}
+    if given := {k: v for k, v in gateway.items() if v is not None}:
+        values["gateway"] = given
     policy = unsupported_fields(unsupported)
     if policy and config is not None and not endpoint:
         raise ConfigError(

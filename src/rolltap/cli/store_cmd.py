@@ -29,6 +29,7 @@ from rolltap.exports import (
     render_lines,
     require_hf,
 )
+from rolltap.results.rollout import describe_versions, policy_versions
 from rolltap.store import (
     DEFAULT_STORE_URL,
     STORE_ENV,
@@ -137,10 +138,11 @@ def sessions_show(
         fork = f", fork of {info.parent_id} at {info.fork_at}" if info.parent_id else ""
         placed = info.node_id or info.worker_id  # where it ran, when its owner said
         where = f" on {info.node_id or '-'} / {info.worker_id or '-'}" if placed else ""
+        versions = describe_versions(policy_versions(history))  # only when an answer has one
         console.print(
             f"[bold]session {info.id}[/bold] run {info.run_id} user {info.user or '-'} "
             f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}"
-            f"{where}",
+            f"{where}{f' {versions}' if versions else ''}",
             highlight=False,
         )
         for line in render_lines(build_transcript(history)):

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rolltap.openapi.common import document, errors, json_ok, operation, path_param, text_ok
+from rolltap.openapi.policy import policy_paths
 
 __all__ = ["serve_document"]
 
@@ -116,6 +117,8 @@ def serve_document(
                 auth=False,
             )
         },
+        # the trainer's versions and pauses, applied to every worker's gateway
+        **policy_paths(endpoints or ()),
     }  # fmt: skip
     return document(
         "rolltap serve API",

@@ -11,14 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolltap.results.failure import EventLike, failure_of
-from rolltap.results.statuses import DONE_STATUSES, HARNESS_RAN_STATUSES, NO_MODEL_CALLS
+from rolltap.results.statuses import DONE_STATUSES, HARNESS_RAN_STATUSES, NO_MODEL_CALLS, STALE
 
 __all__ = [
     "CallStats",
     "RolloutResult",
     "call_stats",
+    "describe_versions",
     "made_no_model_calls",
     "no_model_calls_note",
+    "policy_versions",
 ]
 
 _MODEL_RESPONSE, _MODEL_ERROR = "model_response", "model_error"
@@ -36,6 +38,8 @@ class CallStats:
     drifted: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     ttfc_ms: list[float] = field(default_factory=list)
+    #: the policy versions its answers were generated under, each once, first seen first
+    versions: list[str] = field(default_factory=list)
 
 
 def _number(value: Any) -> float | None:
@@ -53,6 +57,9 @@ def call_stats(events: Iterable[EventLike]) -> CallStats:
         if event.kind != _MODEL_RESPONSE:
             continue
         stats.calls += 1
+        version = event.payload.get("policy_version")
+        if version is not None and str(version) not in stats.versions:
+            stats.versions.append(str(version))
         usage = event.payload.get("usage") or {}
         stats.prompt_tokens += int(_number(usage.get("prompt_tokens")) or 0)
         stats.completion_tokens += int(_number(usage.get("completion_tokens")) or 0)
@@ -66,6 +73,27 @@ def call_stats(events: Iterable[EventLike]) -> CallStats:
         if ttfc is not None:
             stats.ttfc_ms.append(ttfc)
     return stats
+
+
+def policy_versions(events: Iterable[EventLike]) -> list[str]:
+    """The policy versions a rollout's ``model_response`` events carry, each once, in the
+    order they first appear (none: every answer came before a version was set)."""
+    return call_stats(events).versions
+
+
+def describe_versions(versions: list[str]) -> str | None:
+    """``policy v3`` or ``policy v3→v5`` (first and last, with how many between); None
+    for no version.
+
+    >>> describe_versions(["v3", "v4", "v5"]), describe_versions([])
+    ('policy v3→v5 (3 versions)', None)
+    """
+    if not versions:
+        return None
+    if len(versions) == 1:
+        return f"policy {versions[0]}"
+    span = f"policy {versions[0]}→{versions[-1]}"
+    return span if len(versions) == 2 else f"{span} ({len(versions)} versions)"
 
 
 def made_no_model_calls(status: str, stats: CallStats) -> bool:
@@ -160,6 +188,7 @@ class RolloutResult:
             "latencies_ms": self.calls.latencies_ms,
             "ttfc_ms": self.calls.ttfc_ms,
             "duration_s": self.duration_s,
+            "policy_versions": self.calls.versions,
         }
 
     @classmethod
@@ -174,11 +203,12 @@ class RolloutResult:
             completion_tokens=int(_number(data.get("completion_tokens")) or 0),
             latencies_ms=[float(v) for v in data.get("latencies_ms") or ()],
             ttfc_ms=[float(v) for v in data.get("ttfc_ms") or ()],
+            versions=[str(v) for v in data.get("policy_versions") or ()],
         )
         status = str(data.get("status") or "error")
         error = _text(data.get("error"))
         code = _text(data.get("error_code"))
-        if code is None and status not in DONE_STATUSES:
+        if code is None and status not in DONE_STATUSES and status != STALE:
             code = status  # e.g. worker_lost, decided by the supervisor
         return cls(
             task_id=str(data.get("task_id")), sample=int(_number(data.get("sample")) or 0),

@@ -4,8 +4,16 @@ a failed one is reported under.
 One definition, used by the store (its ``status`` column and checks), the runner, serve
 and the viewer.
 
+:data:`STALE` is its own kind of end: a rollout refused a model call because it began
+``max_staleness`` or more policy versions before the current one (``409 policy_stale``;
+docs/gateway.md). It is neither done nor failed: it has no reward (its answer is not the
+current policy's), counts in no error code, and ``--resume`` runs it again, under the
+policy of then.
+
 >>> is_finished("completed"), is_failed("timeout"), is_failed("completed")
 (True, True, False)
+>>> is_finished(STALE), is_failed(STALE), STALE in DONE_STATUSES
+(True, False, False)
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ __all__ = [
     "MODEL_ERROR",
     "NO_MODEL_CALLS",
     "REWARD_ERROR",
+    "STALE",
     "STATUSES",
     "UNFINISHED_STATUSES",
     "is_failed",
@@ -27,6 +36,8 @@ __all__ = [
 
 #: what a session reads as once its run's lease expired while it was unfinished
 INTERRUPTED = "interrupted"
+#: a rollout the staleness bound ended (see the module docs): not done, not failed
+STALE = "stale"
 
 #: every status a session may have
 STATUSES = frozenset(
@@ -41,6 +52,7 @@ STATUSES = frozenset(
         "cancelled",
         "worker_lost",
         INTERRUPTED,
+        STALE,
     }
 )
 #: statuses of sessions that have not finished

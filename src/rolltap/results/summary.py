@@ -10,8 +10,11 @@ give the same numbers for the same rollouts. :meth:`RunSummary.to_dict` is its J
 :mod:`rolltap.results.failure`) with each code's first message:
 ``{"upstream_unreachable": {"count": 8, "first_message": "…"}}``. ``token_drift`` counts
 the turns whose prompt ids drifted from the previous turn's (``tokens.drift`` in their
-events) and the rollouts with at least one. What only a run's events can say (model
-calls, latencies, drift) is ``None`` in a summary made from aggregates.
+events) and the rollouts with at least one. ``policy_versions`` (only when an answer
+carried one) lists the policy versions the answers were generated under, first seen
+first, and how many rollouts span more than one. What only a run's events can say (model
+calls, latencies, drift, versions) is ``None`` in a summary made from aggregates; a
+rollout ended by the staleness bound counts under ``statuses["stale"]`` (not an error).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class RunSummary:
     duration_s: dict[str, float | None] | None = None
     #: ``{"pass@k": …}``; only for runs of more than one sample per task
     pass_at_k: dict[str, float] | None = None
+    #: ``{"versions": [...], "spanning": n}``; only when an answer carried a version
+    policy_versions: dict[str, Any] | None = None
 
     @classmethod
     def of_results(cls, results: Sequence[RolloutResult], *, r: int = 1) -> RunSummary:
@@ -73,6 +78,7 @@ class RunSummary:
             latency_ms=percentiles([ms for res in results for ms in res.calls.latencies_ms]),
             ttfc_ms=percentiles([ms for res in results for ms in res.calls.ttfc_ms]),
             pass_at_k=_pass_at(results, r) if r > 1 else None,
+            policy_versions=_versions(results),
         )
 
     @classmethod
@@ -113,6 +119,8 @@ class RunSummary:
             out["duration_s"] = dict(self.duration_s)
         if self.pass_at_k is not None:
             out["pass_at_k"] = dict(self.pass_at_k)
+        if self.policy_versions is not None:
+            out["policy_versions"] = dict(self.policy_versions)
         return out
 
 
@@ -136,6 +144,15 @@ def _pass_at(results: Sequence[RolloutResult], r: int) -> dict[str, float]:
         if scores:
             out[f"pass@{k}"] = statistics.fmean(scores)
     return out
+
+
+def _versions(results: Sequence[RolloutResult]) -> dict[str, Any] | None:
+    """The policy versions the run's answers carry, first seen first, and the rollouts
+    that span more than one; None when no answer carried a version."""
+    seen = list(dict.fromkeys(v for res in results for v in res.calls.versions))
+    if not seen:
+        return None
+    return {"versions": seen, "spanning": sum(len(res.calls.versions) > 1 for res in results)}
 
 
 def _errors(results: Sequence[RolloutResult]) -> dict[str, dict[str, Any]]:

@@ -194,7 +194,7 @@ async def _run_on(
     async with run_endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
         local = plan.endpoint is None
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})
-        settings = ctx.hooks.gateway_settings
+        settings = config.gateway_settings(ctx.hooks.gateway_settings)
         # a new run's id reaches each rollout span through the rollout's metadata
         tracing = open_tracer(config.otel, content=config.otel_content, run_id=work.run_id)
         async with (

@@ -14,6 +14,10 @@ workers = 2                   # omitted: rollouts run in this process; N: N work
 ray = "auto"                  # or "local", or a cluster address: workers are Ray actors
                               # (workers_per_node = K instead of workers: K on every node;
                               # ray_working_dir = "." uploads a directory to every node)
+max_staleness = 2             # a rollout begun 2+ policy versions ago gets no new calls
+                              # (409 policy_stale): it ends stale (--max-staleness)
+pause_max_s = 600             # while paused (POST /pause), a call waits this long at most,
+                              # then gets 503 paused (--pause-max-s)
 
 [endpoints.local]
 base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "http://h2:8000/v1"]
@@ -35,6 +39,8 @@ capture_tokens = true         # vLLM's return_token_ids; the harness's answer st
 capture_logprobs = true       # and logprobs (--capture-tokens / --capture-logprobs)
 unsupported = "refuse"        # a translated call's inexpressible fields: a 400 (default
                               # "drop": left out, each recorded); --unsupported
+forward_pause = "vllm"        # or "sglang": the gateway's pauses and resumes go to the
+                              # engine too (vLLM /pause, /resume; SGLang's equivalents)
 
 [limits]                      # per rollout; enforced by the gateway (and the runner: timeout)
 max_turns = 10
@@ -73,7 +79,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rolltap.config import EndpointConfig
+from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.store import DEFAULT_LEASE_TTL_S
@@ -167,6 +173,13 @@ class RunConfig(BaseModel):
     #: how long a run's workers may take to start (and a Ray cluster to place them);
     #: also how long a run with work left waits for a lost worker to come back
     worker_start_timeout_s: float = Field(default=60.0, gt=0)
+    #: the gateway's staleness bound (versions): a rollout whose first call was made this
+    #: many policy versions before the current one ends ``stale``; None: the gateway's
+    #: setting (``ROLLTAP_MAX_STALENESS``, else no bound)
+    max_staleness: int | None = Field(default=None, gt=0)
+    #: while an endpoint is paused, how long a call waits before ``503 paused``; None:
+    #: the gateway's setting (``ROLLTAP_PAUSE_MAX_S``, else 600)
+    pause_max_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -203,6 +216,15 @@ class RunConfig(BaseModel):
         data = self.model_dump()
         data.update({k: v for k, v in overrides.items() if v is not None})
         return _validate(data, "flags")
+
+    def gateway_settings(self, base: GatewaySettings | None) -> GatewaySettings | None:
+        """``base`` (None: the environment's) with the run's policy settings over it;
+        ``base`` itself when the run sets none."""
+        given = {name: getattr(self, name) for name in ("max_staleness", "pause_max_s")}
+        given = {name: value for name, value in given.items() if value is not None}
+        if not given:
+            return base
+        return (base or GatewaySettings.from_env()).model_copy(update=given)
 
     def endpoint_config(self) -> EndpointConfig | None:
         """The endpoint to use; ``None`` means: start the built-in local model."""

@@ -33,7 +33,7 @@ from rolltap.results.rollout import (
     made_no_model_calls,
     no_model_calls_note,
 )
-from rolltap.results.statuses import HARNESS_RAN_STATUSES, REWARD_ERROR
+from rolltap.results.statuses import HARNESS_RAN_STATUSES, REWARD_ERROR, STALE
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
 from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer
@@ -275,6 +275,10 @@ class Runner:
         hit = rollout.limit_reached
         status = "limit_reached" if hit and outcome.status != "cancelled" else outcome.status
         result.status, result.answer, result.error = status, outcome.answer, outcome.error
+        if rollout.stale and outcome.status != "cancelled":
+            # refused a call as policy_stale (the harness got a 409): labelled, not scored
+            result.status, result.answer, result.error = STALE, None, _stale_error(rollout)
+            status = STALE
         if status in HARNESS_RAN_STATUSES:
             await self._score(task, list(rollout.log), result)
         result.name_failure(last_model_error(rollout.log))
@@ -322,3 +326,9 @@ class Runner:
             result.error_code, result.error_message = err.code, err.message
             result.commit_failed = True
         self._unsaved.saved(session_id)
+
+
+def _stale_error(rollout: Rollout) -> str:
+    """The stale rollout's error text: the refusal the harness got."""
+    refused = last_model_error(rollout.log)
+    return f"policy_stale: {refused[1] if refused else 'the rollout began too many versions ago'}"

@@ -7,6 +7,9 @@
 ...         async with client.batch(specs) as batch:      # when the ids are needed first
 ...             await client.cancel(batch.rollouts[0])
 ...             results = [r async for r in batch]
+...         await client.pause("drain")                  # a weight update: nothing in flight
+...         await client.set_policy_version("step-8")    # every worker, before it answers
+...         await client.resume()
 
 Errors arrive as the server's :class:`~rolltap.errors.RolltapError` subclasses
 (``ServiceFullError`` is retryable: wait ``retry_after`` and submit again). A stream that
@@ -34,7 +37,9 @@ from rolltap.errors import (
     ServiceFullError,
     ServiceUnreachableError,
 )
+from rolltap.gateway.policy import PauseMode
 from rolltap.serve.protocol import RolloutSpec
+from rolltap.serve.remote_errors import error_from_wire
 from rolltap.store import StoreFullError, StoreUnavailableError
 
 __all__ = ["BatchStream", "ServeClient", "ServeResult"]
@@ -74,6 +79,8 @@ class ServeResult:
     #: the store gave up before this rollout's session was saved: the file holding it
     #: (``rolltap sessions import`` loads it)
     unsaved_file: str | None = None
+    #: the policy versions its answers were generated under, first seen first
+    policy_versions: list[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServeResult:
@@ -87,8 +94,11 @@ def _error(status: int, body: bytes, retry_after: str | None) -> RolltapError:
     except (orjson.JSONDecodeError, AttributeError):
         detail = {}
     message = str(detail.get("message") or f"HTTP {status}")
-    cls = _ERRORS.get(str(detail.get("code")), RolltapError)
     wait = float(retry_after) if retry_after and retry_after.isdigit() else None
+    cls = _ERRORS.get(str(detail.get("code")))
+    if cls is None:  # any other rolltap error (a worker's, a policy route's) by its code
+        wire = {"code": detail.get("code"), "status": status, "message": message}
+        return error_from_wire({**wire, "retry_after": wait})
     if cls is InvalidRequestError:
         return InvalidRequestError(message)
     return cls(message, retry_after=wait)
@@ -229,9 +239,14 @@ class ServeClient:
             results = [result async for result in stream]
         return results[0]
 
-    async def _call(self, method: str, path: str) -> Any:
+    async def _call(self, method: str, path: str, json: dict[str, Any] | None = None) -> Any:
+        headers, data = self.headers, None
+        if json is not None:
+            headers, data = {**headers, "Content-Type": "application/json"}, orjson.dumps(json)
         try:
-            async with self.http.request(method, self.url + path, headers=self.headers) as resp:
+            async with self.http.request(
+                method, self.url + path, headers=headers, data=data
+            ) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
                     raise _error(resp.status, body, resp.headers.get("Retry-After"))
@@ -260,4 +275,35 @@ class ServeClient:
 
     async def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = await self._call("GET", "/health")
+        return answer
+
+    # -- the trainer's policy: versions and pauses, on every worker ---------------------
+
+    async def policy(self) -> dict[str, Any]:
+        """Each endpoint's policy version and pause, and each worker's gates."""
+        answer: dict[str, Any] = await self._call("GET", "/policy")
+        return answer
+
+    async def set_policy_version(
+        self, version: str | None, endpoint: str | None = None
+    ) -> dict[str, Any]:
+        """Make ``version`` current on ``endpoint`` (None: every endpoint); returns once
+        every worker has it (answers recorded from then on carry it)."""
+        body = {"version": version, "endpoint": endpoint}
+        answer: dict[str, Any] = await self._call("POST", "/policy", body)
+        return answer
+
+    async def pause(self, mode: PauseMode, endpoint: str | None = None) -> dict[str, Any]:
+        """Pause ``endpoint`` (None: every endpoint) on every worker: new calls wait (up to
+        ``pause_max_s``); ``hold`` lets calls in flight run on, ``drain`` returns once none
+        is left (a drain longer than ``read_timeout_s`` raises ``ServiceUnreachableError``:
+        the pause stands), ``abort`` cuts them."""
+        answer: dict[str, Any] = await self._call(
+            "POST", "/pause", {"mode": mode, "endpoint": endpoint}
+        )
+        return answer
+
+    async def resume(self, endpoint: str | None = None) -> dict[str, Any]:
+        """End the pause: held calls go, in the order they arrived."""
+        answer: dict[str, Any] = await self._call("POST", "/resume", {"endpoint": endpoint})
         return answer

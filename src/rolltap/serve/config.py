@@ -7,6 +7,9 @@ From Python, flags, or a TOML file whose ``[serve]`` table holds these fields an
     workers = 4
     store = "postgresql://db/rolltap"
 
+    [serve.gateway]           # each worker's gateway (GatewaySettings)
+    max_staleness = 2         # --max-staleness; pause_max_s = 600: --pause-max-s
+
     [endpoints.policy]
     base_url = "http://127.0.0.1:8000/v1"
     model = "my-policy"
@@ -154,7 +157,11 @@ class ServeConfig(BaseModel):
             raise ConfigError(f"{path}: [endpoints] must hold tables")
         if endpoints:
             serve["endpoints"] = [{"name": name, **spec} for name, spec in endpoints.items()]
-        serve.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if isinstance(given.get("gateway"), dict) and isinstance(serve.get("gateway"), dict):
+            # flags over the file's [serve.gateway] table, field by field
+            given["gateway"] = {**serve["gateway"], **given["gateway"]}
+        serve.update(given)
         return cls.build(serve, source=str(path))
 
     @classmethod

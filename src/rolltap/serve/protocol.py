@@ -18,6 +18,14 @@ type                direction  fields
 ``store_reply``     S → W      ``id``, ``ok``, ``value`` or ``error``
 ``store_state``     W → S      the worker's own writer (server backends), on each change:
                                ``unavailable_s``, ``pending_commits``/``_bytes``, ``over``
+``policy``          S → W      ``id``, ``op``: ``version`` (``version``), ``pause``
+                               (``mode``), ``resume`` — each with ``endpoint`` (null: all)
+                               and ``forward`` (false: the gates only, the engine is told
+                               by another worker) — or ``sync`` (``endpoints``: each one's
+                               ``version`` and ``paused``, sent on ``ready``, before any
+                               ``submit``); the worker's gateway applies it
+``policy_reply``    W → S      ``id``, ``ok``, ``value`` (the gateway's ``GET /policy``
+                               document after the change) or ``error`` (code, status, …)
 ``shutdown``        S → W      finish, flush and exit
 ==================  =========  ===============================================================
 """
@@ -68,6 +76,8 @@ class Msg(StrEnum):
     STORE = "store"
     STORE_REPLY = "store_reply"
     STORE_STATE = "store_state"
+    POLICY = "policy"
+    POLICY_REPLY = "policy_reply"
     SHUTDOWN = "shutdown"
 
 

@@ -25,6 +25,7 @@ from rolltap.exports import (
     export_jsonl,
     token_turn,
 )
+from rolltap.results.rollout import describe_versions, policy_versions
 from rolltap.store import fetch_run, iter_event_rows, reading, row_event
 from rolltap.view.base import page, session_of, store_of
 
@@ -99,6 +100,8 @@ async def rollout_view(request: web.Request) -> web.Response:
     return page(request, "rollout.html", {
         "session": info, "run": run, "transcript": transcript, "events": events,
         "rewrites": _rewrites(events), "tokens": token_view(events),
+        # read from the events: cheap beside the transcript built from them already
+        "versions": describe_versions(policy_versions(events)),
     })  # fmt: skip
 
 

@@ -152,7 +152,7 @@ class EvalDriver:
         # ``c`` is the run's total; placement is least-loaded first, so an even split
         # (with workers per node, their number is known only once the cluster is seen)
         per_worker = config.c if per_node is not None else math.ceil(config.c / workers)
-        settings = self.hooks.gateway_settings
+        settings = config.gateway_settings(self.hooks.gateway_settings)
         return ServeConfig.build({
             "workers": workers, "ray": config.ray, "workers_per_node": per_node,
             "ray_working_dir": config.ray_working_dir,

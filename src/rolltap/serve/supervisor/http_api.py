@@ -15,6 +15,11 @@ route                             does
 ``GET /status``                   workers (pid, state, load, latest stats), capacity, totals
 ``GET /metrics``                  Prometheus text
 ``GET /health``                   ``{"status": "ok"|"draining", "ready_workers": n}``
+``GET /policy``                   each endpoint's policy version and pause, the workers' gates
+``POST /policy``                  ``{"version", "endpoint"?}``: answered once every worker has it
+``POST /pause``                   ``{"mode": "hold"|"drain"|"abort", "endpoint"?}`` on every
+                                  worker (``drain``: once none has a call in flight)
+``POST /resume``                  ``{"endpoint"?}``: held calls go, in arrival order
 ``GET /openapi.json``             this API as OpenAPI 3.1 (no token)
 ================================  ================================================================
 """
@@ -29,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.dialects.chat.check import error_body
 from rolltap.errors import InvalidRequestError, RolloutNotFoundError
+from rolltap.gateway.policy_routes import PolicyAdmin, add_policy_routes
 from rolltap.http.auth import AuthThrottle, check_bearer
 from rolltap.http.body import read_body
 from rolltap.http.errors import error_middleware
@@ -78,6 +84,12 @@ def _service(request: web.Request) -> ServiceView:
     service = request.app[SERVICE]
     check_bearer(request, service.token, request.app[THROTTLE], what="service token")
     return service
+
+
+def _policy(request: web.Request) -> PolicyAdmin:
+    """What the policy routes drive (:mod:`rolltap.serve.supervisor.policy_fanout`),
+    behind the service token like every other route."""
+    return _service(request).supervisor.policy
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -170,6 +182,7 @@ def build_app(service: ServiceView) -> web.Application:
     app.router.add_get("/status", status)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
+    add_policy_routes(app, _policy)
     config = service.config
     document = serve_document(
         SubmitRequest, endpoints=[ep.name for ep in config.endpoints],

@@ -56,6 +56,8 @@ class WorkerHandle:
         self.lost_reason: str | None = None
         #: rollouts this worker finished (with its own result)
         self.finished = 0
+        #: its gateway's policy gates by endpoint, as last reported (heartbeat or reply)
+        self.policy: dict[str, Any] = {}
 
     @property
     def pid(self) -> int | None:

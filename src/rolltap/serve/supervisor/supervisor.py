@@ -31,6 +31,7 @@ from rolltap.serve.outcomes import store_lost, terminal_result
 from rolltap.serve.protocol import ChannelClosedError, Msg, RolloutSpec, WorkerConfig
 from rolltap.serve.supervisor.admission import RunLeases, check_batch, ensure_run, place
 from rolltap.serve.supervisor.placement import Batch, Job, RecentResults, WorkerHandle, new_id
+from rolltap.serve.supervisor.policy_fanout import ServicePolicy
 from rolltap.serve.supervisor.shipped_store_host import ShippedStoreHost
 from rolltap.serve.supervisor.store_admission import StoreAdmission
 from rolltap.serve.supervisor.worker_slots import WorkerSlots
@@ -67,6 +68,11 @@ class Supervisor:
         self._leases: RunLeases  # set by start()
         self._store_admission: StoreAdmission  # set by start()
         self._worker_slots: WorkerSlots | None = None
+        #: the trainer's policy versions and pauses, applied to every worker
+        self.policy = ServicePolicy(
+            config.endpoints, lambda: self.worker_slots.ready(),
+            max_staleness=config.gateway.max_staleness,
+        )  # fmt: skip
         self._closed = False
 
     async def __aenter__(self) -> Supervisor:
@@ -283,6 +289,15 @@ class Supervisor:
         if job is not None:
             handle.finished += 1
             self._resolve(job, message["result"])
+
+    def on_ready(self, handle: WorkerHandle) -> None:
+        self.policy.on_ready(handle)
+
+    def on_policy_reply(self, handle: WorkerHandle, message: dict[str, Any]) -> None:
+        self.policy.on_reply(handle, message)
+
+    def on_gone(self, handle: WorkerHandle) -> None:
+        self.policy.on_lost(handle)
 
     async def on_lost(self, handle: WorkerHandle, status: str, reason: str) -> None:
         jobs = [job for job in handle.jobs.values() if not job.done]

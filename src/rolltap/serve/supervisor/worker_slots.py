@@ -35,6 +35,14 @@ class WorkerSlotsOwner(Protocol):
 
     async def on_lost(self, handle: WorkerHandle, status: str, reason: str) -> None: ...
 
+    def on_ready(self, handle: WorkerHandle) -> None:
+        """``handle`` just said ready; what is sent here comes before its first rollout."""
+
+    def on_policy_reply(self, handle: WorkerHandle, message: dict[str, Any]) -> None: ...
+
+    def on_gone(self, handle: WorkerHandle) -> None:
+        """``handle`` was lost just now (its rollouts are settled later: ``on_lost``)."""
+
 
 class WorkerSlots:
     """``workers`` processes in fixed slots, each replaced when lost."""
@@ -180,10 +188,14 @@ class WorkerSlots:
             handle.stats = message
             if isinstance(message.get("store"), dict):  # fresher numbers, same health
                 handle.store_state = message["store"]
+            if isinstance(message.get("policy"), dict):
+                handle.policy = message["policy"]
         elif kind == Msg.RESULT:
             self._owner.on_result(handle, message)
         elif kind == Msg.STORE_STATE:
             handle.store_state = {k: v for k, v in message.items() if k != "type"}
+        elif kind == Msg.POLICY_REPLY:
+            self._owner.on_policy_reply(handle, message)
         elif kind == Msg.STORE:
             task = self._spawn(self._store(handle, message))
             handle.store_tasks.add(task)
@@ -192,6 +204,7 @@ class WorkerSlots:
             handle.state = "ready"
             handle.node = message.get("node") if isinstance(message.get("node"), str) else None
             handle.remote_pid = message.get("pid") if isinstance(message.get("pid"), int) else None
+            self._owner.on_ready(handle)
             handle.ready.set()
         else:
             log.warning("worker %d: unexpected frame %r", handle.index, kind)
@@ -221,6 +234,7 @@ class WorkerSlots:
         self._notify()
         self.lost += 1
         log.warning("worker %d (pid %s) %s", handle.index, handle.pid, reason)
+        self._owner.on_gone(handle)
         if not self.closing:
             self._own(self._replace(handle.index, handle.generation + 1))
         self._spawn(self._settle(handle, status, reason))

@@ -14,6 +14,7 @@ the whole process group) are ignored here, so the supervisor decides how a drain
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ from rolltap.rollouts.harness_loader import builtin_harness_names
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig, store_report
 from rolltap.serve.worker.heartbeat import Heartbeat
+from rolltap.serve.worker.policy import apply_policy
 from rolltap.serve.worker.rollouts import JobRun, JobRunFactory
 from rolltap.serve.worker.session_store import ShippedStore, StoreRpc
 from rolltap.store import Store
@@ -154,6 +156,8 @@ class Worker:
                     job.cancel()
             elif kind == Msg.STORE_REPLY:
                 self.rpc.resolve(message)
+            elif kind == Msg.POLICY:
+                self._policy(message)
             elif kind == Msg.SHUTDOWN:
                 self._stopping.set()
             else:
@@ -161,6 +165,27 @@ class Worker:
         # the supervisor is gone: nothing will answer the store or read our results
         self.rpc.fail_all(StoreError("the supervisor went away"))
         self._stopping.set()
+
+    def _policy(self, message: dict[str, Any]) -> None:
+        """Apply a policy change off the receive loop (a ``drain`` pause waits for the calls
+        in flight, whose store writes need this loop's replies). Tasks start in the order
+        their frames came, and each change is made in its task's first step: a ``sync``
+        takes effect before the ``submit`` frames behind it."""
+        if self._group is None or self.gateway is None or self._stopping.is_set():
+            reply = {"type": Msg.POLICY_REPLY, "id": message.get("id"), "ok": False,
+                     "error": {"code": "service_draining", "status": 503,
+                               "message": "the worker is stopping"}}  # fmt: skip
+            with contextlib.suppress(ChannelClosedError):
+                self.channel.send_nowait(reply)
+            return
+        self._group.create_task(self._apply_policy(self.gateway, message))
+
+    async def _apply_policy(self, gateway: Gateway, message: dict[str, Any]) -> None:
+        reply = await apply_policy(gateway, self.config.endpoints, message)
+        try:
+            await self.channel.send(reply)
+        except ChannelClosedError:
+            log.warning("policy reply undelivered: the supervisor is gone")
 
     def _start(self, message: dict[str, Any]) -> None:
         if self._group is None or self._factory is None or self._stopping.is_set():
@@ -195,6 +220,7 @@ class Worker:
                 rollouts=snap["rollouts"], intercepts=snap["intercepts"], pool=snap["pool"],
                 servers=snap["servers"], totals=snap["totals"],
             )  # fmt: skip
+            out["policy"] = snap["policy"]  # each endpoint's version, pause, counters
             if snap["replicas"]:  # this worker's own balance over an endpoint's replicas
                 out["replicas"] = snap["replicas"]
         return out
