@@ -24,8 +24,9 @@ from rolltap.results.rollout import RolloutResult, call_stats
 from rolltap.results.summary import summarize
 from rolltap.store import Store
 
-_STATUSES = ("completed", "limit_reached", "failed", "timeout", "error", "cancelled")
-_UNREWARDED = ("error", "cancelled")
+_STATUSES = ("completed", "limit_reached", "failed", "timeout", "error", "cancelled", "stale")
+#: a stale rollout (the staleness bound refused its call) is not scored, nor a failure
+_UNREWARDED = ("error", "cancelled", "stale")
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from aiohttp import web
 
 from rolltap.config import EndpointConfig
 from rolltap.errors import InvalidRequestError, UpstreamConnectionError, UpstreamStatusError
+from rolltap.events import Event
 from rolltap.serve import ServeClient
 from rolltap.serve.supervisor.worker_slots import WorkerSlots
 from rolltap.sim import Simulator
-from rolltap.events import Event
 from rolltap.store import Store
 from serve.servekit import TOKEN, ServiceFactory, chat_spec, gated_spec
 

@@ -1,0 +1,90 @@
+"""Issue 27's wave: 50 tool-loop rollouts through ``rolltap serve`` while a trainer updates
+the policy three times (drain, set the version, resume), and every answer says the
+version it was generated under."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rolltap.config import EndpointConfig
+from rolltap.serve import RolloutSpec, ServeClient, ServeResult
+from rolltap.serve.client import BatchStream
+from rolltap.sim import SimConfig, Simulator
+from rolltap.store import Store
+from serve.servekit import TOKEN, ServiceFactory
+
+ROLLOUTS = 50
+#: each rollout: five calculator calls, then its answer (six model calls)
+TOOL_TURNS = 5
+SCRIPT = {
+    "default": [
+        *[{"tool_call": {"name": "calculator", "arguments": {"expression": f"{i}+1"}}}
+          for i in range(TOOL_TURNS)],
+        {"text": "done"},
+    ]
+}  # fmt: skip
+CALLS = ROLLOUTS * (TOOL_TURNS + 1)
+#: a bump once this many answers were given (all well before the last)
+BUMP_AFTER = (CALLS // 6, CALLS // 3, CALLS // 2)
+
+
+@pytest.fixture
+async def tool_sim() -> AsyncIterator[Simulator]:
+    # a few ms per answer: the wave lasts past the bumps on any machine
+    async with Simulator(SimConfig(seed=7, script=SCRIPT, ttft_ms=5.0)) as simulator:
+        yield simulator
+
+
+async def _collect(batch: BatchStream) -> list[ServeResult]:
+    return [result async for result in batch]
+
+
+@pytest.mark.timeout(240)
+async def test_every_answer_carries_the_version_it_was_generated_under(
+    start_service: ServiceFactory, tool_sim: Simulator, tmp_path: Path
+) -> None:
+    endpoint = EndpointConfig(base_url=tool_sim.base_url, model="sim-model")
+    service = await start_service(endpoints=[endpoint], max_inflight=ROLLOUTS)
+    specs = [
+        RolloutSpec(task={"id": f"t{i}", "prompt": "what is 1+1?", "info": {"regex": "."}},
+                    harness="tool-agent", rewards=["regex"])
+        for i in range(ROLLOUTS)
+    ]  # fmt: skip
+    #: when each bump's drain had answered: every answer before it was generated under
+    #: the version before, every answer after under the new one (none in between)
+    drained_at: list[float] = []
+    async with ServeClient(service.url, TOKEN) as client:
+        await client.set_policy_version("v0")
+        async with client.batch(specs) as batch, asyncio.TaskGroup() as group:
+            collecting = group.create_task(_collect(batch))
+            for number, after in enumerate(BUMP_AFTER, start=1):
+                await tool_sim.wait_for(lambda stats, after=after: stats.completed >= after)
+                await client.pause("drain")  # every worker: nothing in flight
+                drained_at.append(time.time())
+                await client.set_policy_version(f"v{number}")
+                await client.resume()
+            results = await collecting
+    assert len(results) == ROLLOUTS
+    assert {(r.status, r.calls) for r in results} == {("completed", TOOL_TURNS + 1)}
+    assert {r.worker for r in results} == {0, 1}
+    assert tool_sim.stats.completed == CALLS  # nothing lost, nothing sent twice
+    async with await Store.open(f"sqlite:///{tmp_path / 'serve.db'}") as store:
+        answers = [
+            event
+            for result in results
+            for event in await store.events(result.id)
+            if event.kind == "model_response"
+        ]
+    assert len(answers) == CALLS
+    expected = [f"v{bisect.bisect(drained_at, event.ts)}" for event in answers]
+    assert [event.payload["policy_version"] for event in answers] == expected
+    # the bumps landed while the rollouts ran: each version answered some calls
+    assert sorted(Counter(expected)) == ["v0", "v1", "v2", "v3"]
+    assert sum(len(r.policy_versions) > 1 for r in results) > 0  # rollouts spanned bumps
