@@ -3,12 +3,16 @@ not failed, not scored, rerun by a resume — while new rollouts run under the n
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
+from typer.testing import CliRunner
 
 import rolltap
+from rolltap.cli.main import app, register_commands
 from rolltap.config import EndpointConfig
 from rolltap.gateway import Gateway
 from rolltap.results.statuses import STALE
@@ -19,6 +23,9 @@ from rolltap.rollouts.runner import Runner
 from rolltap.rollouts.workplan import plan_resume
 from rolltap.sim import Simulator
 from rolltap.store import Store
+from rolltap.view import ViewConfig, ViewServer
+
+register_commands()
 
 
 async def test_max_staleness_ends_the_old_rollout_stale_and_runs_the_new(
@@ -74,6 +81,23 @@ async def test_max_staleness_ends_the_old_rollout_stale_and_runs_the_new(
         refused = [e.payload for e in events if e.kind == "model_error"]
         stored = await store.run_summary(result.run_id)
         runs = {run.id: run for run in await store.list_runs()}
+        async with (
+            ViewServer(store, ViewConfig(port=0)) as server,
+            aiohttp.ClientSession() as http,
+        ):
+            pages = {}
+            for name in ("old", "new1"):
+                async with http.get(f"{server.url}sessions/{by_task[name].session_id}") as resp:
+                    assert resp.status == 200
+                    pages[name] = await resp.text()
+    show = ["sessions", "show", session.id, "--store", url]
+    shown = await asyncio.to_thread(CliRunner().invoke, app, show, env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    header = shown.output.splitlines()[0]
+    assert "status stale" in header and header.endswith(" policy v1"), header
+    assert '<dd id="rollout-versions">policy v1</dd>' in pages["old"]
+    assert '<dd id="rollout-versions">policy v2</dd>' in pages["new1"]
+    async with await Store.open(url) as store:
         items, kept = await plan_resume(store, result.run_id, config, tasks)
     assert session.status == STALE
     assert [(p["code"], p["status"], p["policy_version"]) for p in refused] == [

@@ -8,7 +8,7 @@ import asyncio
 import bisect
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ import pytest
 from rolltap.config import EndpointConfig
 from rolltap.serve import RolloutSpec, ServeClient, ServeResult
 from rolltap.serve.client import BatchStream
-from rolltap.sim import SimConfig, Simulator
+from rolltap.sim import SimConfig, SimStats, Simulator
 from rolltap.store import Store
 from serve.servekit import TOKEN, ServiceFactory
 
@@ -42,6 +42,10 @@ async def tool_sim() -> AsyncIterator[Simulator]:
         yield simulator
 
 
+def _answered(count: int) -> Callable[[SimStats], bool]:
+    return lambda stats: stats.completed >= count
+
+
 async def _collect(batch: BatchStream) -> list[ServeResult]:
     return [result async for result in batch]
 
@@ -65,7 +69,7 @@ async def test_every_answer_carries_the_version_it_was_generated_under(
         async with client.batch(specs) as batch, asyncio.TaskGroup() as group:
             collecting = group.create_task(_collect(batch))
             for number, after in enumerate(BUMP_AFTER, start=1):
-                await tool_sim.wait_for(lambda stats, after=after: stats.completed >= after)
+                await tool_sim.wait_for(_answered(after))
                 await client.pause("drain")  # every worker: nothing in flight
                 drained_at.append(time.time())
                 await client.set_policy_version(f"v{number}")

@@ -66,7 +66,7 @@ OtelContentOpt = Annotated[
     bool, typer.Option("--otel-content", help="Put prompts and completions in the spans")
 ]
 #: ``--max-staleness`` / ``--pause-max-s`` on every command that runs a gateway (the
-#: gateway's ``max_staleness`` and ``pause_max_s``: see docs/gateway.md, "Policy versions")
+#: gateway's ``max_staleness`` and ``pause_max_s``: :mod:`rolltap.gateway.policy`)
 MaxStalenessOpt = Annotated[
     int | None,
     typer.Option(
