@@ -19,6 +19,7 @@ from rolltap.rollouts import Hooks, RunConfig, load_run_config
 from rolltap.rollouts.api import Stoppable
 from rolltap.rollouts.runner import Runner
 from rolltap.serve import ServeConfig
+from rolltap.serve.supervisor.eval_driver import EvalDriver
 from rolltap.sim import Simulator
 from rolltap.store import Store
 
@@ -92,6 +93,9 @@ def test_the_run_config_takes_them_and_a_bad_value_names_the_flag(tmp_path: Path
     settings = config.gateway_settings(None)
     assert settings is not None and (settings.max_staleness, settings.pause_max_s) == (3, 30.0)
     assert RunConfig().gateway_settings(None) is None  # nothing set: the gateway's own
+    # a run on worker processes gives them to every worker's gateway
+    placed = EvalDriver(config.placed({"workers": 2}), Hooks())._serve_config(endpoint)
+    assert (placed.gateway.max_staleness, placed.gateway.pause_max_s) == (3, 30.0)
     result = runner.invoke(app, ["eval", TASKS, "--max-staleness", "0"])
     assert result.exit_code == 2
     assert "--max-staleness" in result.output

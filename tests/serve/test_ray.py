@@ -187,6 +187,8 @@ async def test_serve_places_its_workers_on_the_cluster_behind_the_same_api(
         assert match, line
         assert "2 workers" in await read_until(proc.stdout, "workers ×")
         async with ServeClient(match.group(1), TOKEN) as client:
+            # a policy change reaches the actors over the same channel as everything else
+            policy = await client.set_policy_version("ray-1")
             results = [r async for r in client.submit_batch([chat_spec(f"t{i}") for i in range(8)])]
             status = await client.status()
             headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -199,6 +201,9 @@ async def test_serve_places_its_workers_on_the_cluster_behind_the_same_api(
             proc.kill()
             await proc.wait()
     assert [r.status for r in results] == ["completed"] * 8
+    assert {w["endpoints"]["default"]["version"] for w in policy["workers"]} == {"ray-1"}
+    assert len(policy["workers"]) == 2
+    assert {tuple(r.policy_versions) for r in results} == {("ray-1",)}
     nodes = {worker["node"] for worker in status["workers"]}
     assert len(nodes) == 2  # one worker on each node
     for node in nodes:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from rolltap.serve.remote_errors import error_from_wire
 from rolltap.serve.supervisor.placement import WorkerHandle
 
 __all__ = ["ServicePolicy"]
+
+log = logging.getLogger("rolltap.serve.supervisor")
 
 #: the per-worker counters summed into the service's view of an endpoint
 _SUMMED = ("in_flight", "held", "cut", "refused")
@@ -89,6 +92,8 @@ class ServicePolicy:
         waiting = self._waits.pop(int(message.get("id") or 0), None)
         if waiting is not None and not waiting[1].done():
             waiting[1].set_result(message)
+        elif not message.get("ok"):  # a sync (nobody waits for it) the worker refused
+            log.warning("worker %d did not take the policy: %s", handle.index, message.get("error"))
 
     def on_lost(self, handle: WorkerHandle) -> None:
         """``handle`` is gone: nothing waits for its replies any more."""
