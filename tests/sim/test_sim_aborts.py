@@ -42,8 +42,9 @@ def _full(sim: Simulator) -> tuple[list[int], list[float]]:
 
 async def _abort_midway(
     sim: Simulator, session: aiohttp.ClientSession, url: str, body: dict[str, Any], how: str
-) -> Any:
-    """A non-stream request aborted (``how``: the control route) once 3 tokens are out."""
+) -> tuple[Any, int]:
+    """A non-stream request aborted (``how``: the control route) once 3 tokens are out: its
+    answer, and how many tokens it had generated."""
     tokens, aborted = sim.stats.tokens_generated, sim.stats.aborted
     async with asyncio.TaskGroup() as tasks:
         reply = tasks.create_task(post(session, url, body))
@@ -51,16 +52,16 @@ async def _abort_midway(
         control = UPDATE if how == "/update_weight_version" else None
         await ok(session, sim, "POST", how, control)
     assert sim.stats.aborted == aborted + 1
-    return reply.result()
+    return reply.result(), sim.stats.tokens_generated - tokens
 
 
 async def test_sglang_update_with_abort_answers_the_ids_so_far(
     sim: Simulator, session: aiohttp.ClientSession
 ) -> None:
     body = {"input_ids": IDS, "return_logprob": True}
-    reply = await _abort_midway(sim, session, sim.url + "/generate", body, "/update_weight_version")
+    url = sim.url + "/generate"
+    reply, n = await _abort_midway(sim, session, url, body, "/update_weight_version")
     ids, logprobs = _full(sim)
-    n = len(reply["output_ids"])
     assert 3 <= n < len(ids) and reply["output_ids"] == ids[:n]
     meta = reply["meta_info"]
     assert [e[0] for e in meta["output_token_logprobs"]] == logprobs[:n]
@@ -85,40 +86,41 @@ async def test_sglang_update_with_abort_answers_the_ids_so_far(
 async def test_token_routes_answer_the_ids_so_far(
     sim: Simulator, session: aiohttp.ClientSession, path: str, body: Any, check: Callable[..., Any]
 ) -> None:
-    reply = await _abort_midway(sim, session, sim.url + path, body, "/pause?mode=abort")
+    reply, n = await _abort_midway(sim, session, sim.url + path, body, "/pause?mode=abort")
     got, reason = check(reply)
     ids = _full(sim)[0]
-    assert 3 <= len(got) < len(ids) and got == ids[: len(got)]
+    assert 3 <= n < len(ids) and got == ids[:n]
     assert reason == ("none" if path == "/completion" else "abort")
 
 
 async def test_conversation_routes_answer_the_text_so_far(
     sim: Simulator, whole: Simulator, session: aiohttp.ClientSession
 ) -> None:
-    chat = await _abort_midway(sim, session, sim.base_url + "/chat/completions",
-                               chat_body(return_token_ids=True), "/pause_generation")  # fmt: skip
     body = chat_body(return_token_ids=True)
+    url = sim.base_url + "/chat/completions"
+    chat, n = await _abort_midway(sim, session, url, body, "/pause_generation")
     full = await post(session, whole.base_url + "/chat/completions", body)
     (choice,), (want,) = chat["choices"], full["choices"]
     assert choice["finish_reason"] == "abort" and chat["metadata"] == {"weight_version": "v1"}
     text = choice["message"]["content"]
-    assert text and len(text) < len(want["message"]["content"])
+    assert len(text.split(" ")) == n and chat["usage"]["completion_tokens"] == n
+    assert len(text) < len(want["message"]["content"])
     assert want["message"]["content"].startswith(text)
-    assert want["token_ids"][: len(choice["token_ids"])] == choice["token_ids"]
+    assert choice["token_ids"] == want["token_ids"][:n]
     await ok(session, sim, "POST", "/continue_generation")
 
-    claude = await _abort_midway(sim, session, sim.base_url + "/messages", messages_body(),
-                                 "/pause?mode=abort")  # fmt: skip
-    assert claude["stop_reason"] == "pause_turn"
+    claude, n = await _abort_midway(sim, session, sim.base_url + "/messages", messages_body(),
+                                    "/pause?mode=abort")  # fmt: skip
+    assert claude["stop_reason"] == "pause_turn" and claude["usage"]["output_tokens"] == n
     assert full["choices"][0]["message"]["content"].startswith(claude["content"][0]["text"])
     await ok(session, sim, "POST", "/resume")
 
-    response = await _abort_midway(sim, session, sim.base_url + "/responses", responses_body(),
-                                   "/pause?mode=abort")  # fmt: skip
+    response, n = await _abort_midway(sim, session, sim.base_url + "/responses",
+                                      responses_body(), "/pause?mode=abort")  # fmt: skip
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "abort"}
     (item,) = response["output"]
-    assert item["status"] == "incomplete"
+    assert item["status"] == "incomplete" and response["usage"]["output_tokens"] == n
     assert full["choices"][0]["message"]["content"].startswith(item["content"][0]["text"])
 
 
