@@ -215,28 +215,29 @@ def _sglang_plan(body: dict[str, Any], config: SimConfig) -> Plan:
     aborted, version = _aborted(body), versioned(config)
     n = 0 if aborted else len(answer.ids)
     finish = _sgl_finish(answer, aborted)
-    cut = partial(_sgl_cut, answer, lps, version)
     if not _stream(body):
         whole = orjson.dumps(_sgl_object(answer, n, lps, finish, version))
-        return Plan.whole(whole, tokens=n, abort=lambda got: Plan.whole(cut(got), tokens=got))
+        return Plan.whole(whole, tokens=n, abort=partial(_sgl_cut, answer, lps, version))
     events = [
         sse(_sgl_object(answer, i, lps, finish if i == n else None, version))
         for i in range(min(1, n), n + 1)
     ]
     token_events = len(events)
     events.append(_DONE)
-    return Plan.streamed(events, first_token=0, token_events=token_events,
-                         abort=lambda sent: _sgl_tail(cut(sent)))  # fmt: skip
+    tail = partial(_sgl_tail, answer, lps, version)
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
 
 
-def _sgl_cut(answer: TokenAnswer, lps: bool, version: bool, n: int) -> bytes:
+def _sgl_cut(answer: TokenAnswer, lps: bool, version: bool, n: int) -> Plan:
     """The object of a generation aborted after ``n`` ids."""
-    return orjson.dumps(_sgl_object(answer, n, lps, _SGL_ABORTED, version))
+    return Plan.whole(orjson.dumps(_sgl_object(answer, n, lps, _SGL_ABORTED, version)), tokens=n)
 
 
-def _sgl_tail(last: bytes) -> Plan:
-    # A stream's chunk i holds i + 1 ids, so after ``sent`` chunks the abort holds ``sent``.
-    return Plan.streamed([b"data: " + last + b"\n\n", _DONE], first_token=0, token_events=0)
+def _sgl_tail(answer: TokenAnswer, lps: bool, version: bool, sent: int) -> Plan:
+    """After ``sent`` cumulative chunks (chunk i holds i + 1 ids): the ``sent`` ids with
+    the abort, then ``[DONE]``."""
+    last = sse(_sgl_object(answer, sent, lps, _SGL_ABORTED, version))
+    return Plan.streamed([last, _DONE], first_token=0, token_events=0)
 
 
 def _prompt_tokens(ids_field: str, cap: str) -> Callable[[dict[str, Any], SimConfig], Any]:
