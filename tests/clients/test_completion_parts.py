@@ -3,6 +3,8 @@ policy version of each part as spans over the completion ids."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,7 +58,7 @@ def test_spans_cover_every_id_once(parts: list[tuple[str | None, int]]) -> None:
     covered = [i for s in spans for i in range(s["start"], s["end"])]
     assert covered == list(range(sum(n for _, n in parts)))
     assert all(s["end"] > s["start"] for s in spans)
-    assert all(a["version"] != b["version"] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a["version"] != b["version"] for a, b in itertools.pairwise(spans))
     per_id = [v for v, n in parts for _ in range(n)]
     assert [s["version"] for s in spans for _ in range(s["start"], s["end"])] == per_id
 

@@ -76,9 +76,12 @@ def test_an_abort_is_a_partial_completion_not_an_error(flavor: Any, body: dict[s
     """The ids sampled before the abort are kept, to be continued (no stop reason)."""
     done = parse_completion(flavor, body)
     assert done.aborted and done.ids == (4, 5) and done.stop_reason is None
-    assert not parse_completion(flavor, _sgl({"type": "length"}) if flavor == "sglang"
-                                else {**body, "choices": [{**body["choices"][0],
-                                                           "finish_reason": "length"}]}).aborted
+    assert not parse_completion(
+        flavor,
+        _sgl({"type": "length"})
+        if flavor == "sglang"
+        else {**body, "choices": [{**body["choices"][0], "finish_reason": "length"}]},
+    ).aborted
 
 
 @pytest.mark.parametrize(("flavor", "body"), [

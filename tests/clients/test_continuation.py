@@ -6,7 +6,7 @@ continuations, error statuses, keepalive reads and a closed reply's connection."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,9 +87,10 @@ def _parts(
 ) -> Continuation:
     body = completions_body("sglang", model="m", prompt_ids=PROMPT,
                             options={"max_tokens": max_tokens})  # fmt: skip
-    send: Callable[[bytes], AbstractAsyncContextManager[UpstreamResponse]] = (
-        lambda raw: client.send("/generate", raw, {}, rollout_id="r", from_root=True)
-    )  # fmt: skip
+
+    def send(raw: bytes) -> AbstractAsyncContextManager[UpstreamResponse]:
+        return client.send("/generate", raw, {}, rollout_id="r", from_root=True)
+
     return Continuation("sglang", body, PROMPT, send, max_tokens=max_tokens, gate=gate,
                         errors=get_dialect("chat"))  # fmt: skip
 
@@ -115,9 +116,9 @@ async def test_engine_aborts_are_continued_from_the_ids_sampled_so_far() -> None
 
 
 async def test_a_spent_budget_ends_the_answer_at_max_tokens() -> None:
-    async with engine([([4, 5], True, None), ([6], True, None)]) as (stand_in, client):
-        async with _parts(client, max_tokens=3) as parts:
-            await parts.read()
+    script: list[Script] = [([4, 5], True, None), ([6], True, None)]
+    async with engine(script) as (stand_in, client), _parts(client, max_tokens=3) as parts:
+        await parts.read()
     assert parts.result is not None and parts.result.continued == 1
     assert parts.result.completion.ids == (4, 5, 6)
     assert parts.result.completion.stop_reason == "max_tokens"
@@ -135,30 +136,32 @@ async def test_error_statuses_the_first_as_the_replys_a_later_one_raised() -> No
     async with engine([("status", 400)]) as (_, client), _parts(client) as parts:
         assert (await parts.head()).status == 400
         assert b"too long" in await parts.read()
-    async with engine([([4], True, None), ("status", 500)]) as (_, client):
-        async with _parts(client) as parts:
-            assert (await parts.head()).status == 200
-            with pytest.raises(UpstreamStatusError) as info:
-                await parts.read()
+    async with engine([([4], True, None), ("status", 500)]) as (_, client), _parts(client) as parts:
+        assert (await parts.head()).status == 200
+        with pytest.raises(UpstreamStatusError) as info:
+            await parts.read()
     assert info.value.upstream_status == 500
 
 
 async def test_an_abort_pause_cuts_the_part_which_is_resent_after_the_resume() -> None:
     gate = PolicyGate(pause_max_s=60.0)
     gate.set_version("v1")
-    async with engine(["hold", ([4, 5], False, None)]) as (stand_in, client):
-        async with _parts(client, gate) as parts:
-            await stand_in.arrived.wait()
-            assert await parts.read_chunk(0) is None  # still waiting: the caller's keepalive
-            assert await gate.pause("abort") == 1
-            await stand_in.hung_up.wait()  # the cut part's connection is closed
-            await settle(lambda: gate.held == 1)  # the next part waits for the resume
-            assert len(stand_in.bodies) == 1 and await parts.read_chunk(0) is None
-            gate.set_version("v2")
-            gate.resume()
-            raw = await parts.read()
-            assert orjson.loads(raw)["output_ids"] == [4, 5]
-            assert await parts.read_chunk(0) == b""
+    async with (
+        engine(["hold", ([4, 5], False, None)]) as (stand_in, client),
+        _parts(client, gate) as parts,
+    ):
+        await stand_in.arrived.wait()
+        assert await parts.read_chunk(0) is None  # still waiting: the caller's keepalive
+        assert await gate.pause("abort") == 1
+        await stand_in.hung_up.wait()  # the cut part's connection is closed
+        await settle(lambda: gate.held == 1)  # the next part waits for the resume
+        assert (await parts.head()).status == 200  # the reply opened: keepalives go
+        assert len(stand_in.bodies) == 1 and await parts.read_chunk(0) is None
+        gate.set_version("v2")
+        gate.resume()
+        raw = await parts.read()
+        assert orjson.loads(raw)["output_ids"] == [4, 5]
+        assert await parts.read_chunk(0) == b""
     done = parts.result
     assert done is not None and done.continued == 1 and done.completion.ids == (4, 5)
     # nothing of the cut part was known: the resent one is the first's body again

@@ -36,7 +36,8 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """The status and headers of the first part that had some: the reply's."""
+    """The reply's status and headers: the first part's that had some (a plain 200 when a
+    part was cut before)."""
 
     status: int
     headers: dict[str, str]

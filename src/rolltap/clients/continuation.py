@@ -23,7 +23,10 @@ a keepalive written to the harness between two reads — and end the call. In it
 task a cut ends only the part. The call task waits for the parts through
 :meth:`Continuation.read_chunk`, which returns None after ``silence_s`` (the gateway
 writes its keepalive, as for any whole answer), and the bytes of the last part once the
-completion is whole.
+completion is whole. The reply's status and headers are the first part's; when a part is
+cut before any arrived, the reply opens with a plain 200 at once, so that a harness that
+asked for a stream gets keepalives while the completion waits for the resume (a later
+error status then ends the answer as an error, like any failure after the headers).
 """
 
 from __future__ import annotations
@@ -86,8 +89,9 @@ class Continuation:
                 task.exception()  # read: a failure the reply never delivered is not logged
 
     async def head(self) -> Head:
-        """The reply's status and headers (the first part's that had some); raises what
-        ended the parts before any had."""
+        """The reply's status and headers: the first part's, or a plain 200 once a part
+        was cut before any had (a later part's error status is then raised by
+        :meth:`read`); raises what ended the parts before either."""
         head, task = self._started()
         either: set[asyncio.Future[Any]] = {head, task}
         await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
@@ -171,6 +175,9 @@ class Continuation:
             async with gate.waiting(), gate.cuttable():
                 return await self._request(body, prompt_len)
         except UpstreamAbortedError:
+            head = self._started()[0]
+            if not head.done():  # the reply opens now: the harness gets keepalives meanwhile
+                head.set_result(Head(200, {}, None))
             return None  # cut: what it had sampled went with the connection
 
     async def _request(self, body: Mapping[str, Any], prompt_len: int) -> Part | bytes:
