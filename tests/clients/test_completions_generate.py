@@ -8,6 +8,7 @@ import pytest
 
 from rolltap.clients.completions import (
     COMPLETIONS_PATHS,
+    CompletionsFlavor,
     completions_body,
     continued_body,
     parse_completion,
@@ -98,15 +99,21 @@ def test_the_engines_weight_version_is_read(flavor: Any, body: dict[str, Any]) -
 
 def test_a_continued_body_asks_for_the_rest_of_the_budget() -> None:
     options = {"max_tokens": 8, "temperature": 0.5}
-    for flavor, ids, budget in [("vllm", "prompt", "max_tokens"),
-                                ("llamacpp", "prompt", "n_predict")]:  # fmt: skip
+    top: list[tuple[CompletionsFlavor, str, str]] = [
+        ("vllm", "prompt", "max_tokens"),
+        ("llamacpp", "prompt", "n_predict"),
+    ]
+    nested: list[tuple[CompletionsFlavor, str, str]] = [
+        ("vllm-generate", "token_ids", "max_tokens"),
+        ("sglang", "input_ids", "max_new_tokens"),
+    ]
+    for flavor, ids, budget in top:
         first = completions_body(flavor, model="m", prompt_ids=[1, 2], options=options)
         later = continued_body(flavor, first, prompt_ids=[1, 2, 7], max_tokens=5)
         assert (later[ids], later[budget], first[ids], first[budget]) == ([1, 2, 7], 5, [1, 2], 8)
         assert {k: v for k, v in later.items() if k not in (ids, budget)} == {
             k: v for k, v in first.items() if k not in (ids, budget)}  # fmt: skip
-    for flavor, ids, budget in [("vllm-generate", "token_ids", "max_tokens"),
-                                ("sglang", "input_ids", "max_new_tokens")]:  # fmt: skip
+    for flavor, ids, budget in nested:
         first = completions_body(flavor, model="m", prompt_ids=[1, 2], options=options)
         later = continued_body(flavor, first, prompt_ids=[1, 2, 7], max_tokens=5)
         assert (later[ids], later["sampling_params"][budget]) == ([1, 2, 7], 5)

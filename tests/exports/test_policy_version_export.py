@@ -24,7 +24,11 @@ P2, C2 = [*P1, *C1, 4], [13, 14, 15, 16]
 SPANS2 = [{"version": "v1", "start": 0, "end": 2}, {"version": "v2", "start": 2, "end": 4}]
 
 
-def _log(*turns: tuple[list[int], list[int], dict[str, Any], dict[str, Any]]) -> EventLog:
+#: a turn: prompt, completion, fields of the token record, fields of the payload
+Turn = tuple[list[int], list[int], dict[str, Any], dict[str, Any]]
+
+
+def _log(*turns: Turn) -> EventLog:
     """Per turn: prompt, completion, fields of the token record, fields of the payload."""
     log = EventLog()
     for n, (prompt, completion, record, payload) in enumerate(turns):
@@ -35,7 +39,7 @@ def _log(*turns: tuple[list[int], list[int], dict[str, Any], dict[str, Any]]) ->
 
 
 #: turn 1 recorded before policy versions (its span is the answer's policy_version)
-TURNS = (
+TURNS: tuple[Turn, ...] = (
     (P1, C1, {}, {"policy_version": "v1"}),
     (P2, C2, {"policy_versions": SPANS2, "continued": 1}, {"policy_version": "v2"}),
 )
@@ -56,8 +60,11 @@ async def test_the_tokens_format_carries_spans_per_turn_and_per_sequence(store: 
     assert (one["continued"], two["continued"]) == (0, 1)
     assert two["policy_versions"] == SPANS2
     # over the sequence's tokens: turn 1's ids at 3..6, turn 2's at 7..11
-    want = [{"version": "v1", "start": 3, "end": 6}, {"version": "v1", "start": 7, "end": 9},
-            {"version": "v2", "start": 9, "end": 11}]  # fmt: skip
+    want: list[dict[str, Any]] = [
+        {"version": "v1", "start": 3, "end": 6},
+        {"version": "v1", "start": 7, "end": 9},
+        {"version": "v2", "start": 9, "end": 11},
+    ]
     assert line["segments"][0]["policy_versions"] == want == line["policy_versions"]
     mask = line["loss_mask"]
     assert [i for s in want for i in range(s["start"], s["end"])] == [
@@ -79,8 +86,7 @@ async def test_the_tokens_format_carries_spans_per_turn_and_per_sequence(store: 
 async def test_malformed_spans_are_refused(store: Store, spans: Any) -> None:
     run = await store.create_run()
     await add_session(store, run.id, "good", _log(*TURNS))
-    bad = ((P2, C2, {"policy_versions": spans}, {}),)
-    await add_session(store, run.id, "bad", _log(*bad))
+    await add_session(store, run.id, "bad", _log((P2, C2, {"policy_versions": spans}, {})))
     lines, result = await export_lines(store)
     assert [line["session_id"] for line in lines] == ["good"]
     assert "policy_versions" in result.malformed["bad"]
