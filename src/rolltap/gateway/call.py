@@ -130,7 +130,6 @@ class ModelCall(CallEvents):
         if self.lookup.replay is not None:
             return await self.replay(self.lookup.replay)
         rollout.admit_call()
-        rollout.admit_policy()
         if rollout.pin is not None:  # re-pinned first if its replica is down
             self.replica = await rollout.pin.route(rollout)
         sent = await self.upstream.rewrite(
@@ -139,11 +138,16 @@ class ModelCall(CallEvents):
                 rollout.sampling, self.stream,
             )
         )  # fmt: skip
-        self.defer_request(sent)
         if rollout.gate is not None:  # paused: held here, in arrival order
             await rollout.gate.wait_open()
+        # From the gate on, nothing awaits until the call counts as in flight (a drain
+        # waits for it, an abort cuts it), even while it queues for a slot. Staleness is
+        # judged as it leaves the gate: a call held through an update goes out under the
+        # new version. Its request event says it was sent only once it is.
+        rollout.admit_policy()
+        self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
-        async with slot, self.cuttable(), self.upstream.call(sent) as reply:
+        async with self.cuttable(), slot, self.upstream.call(sent) as reply:
             self.flush_request()
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)
