@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 import jsonschema
+import openai
 import pytest
 
 from gateway.policykit import admin, engines_and_gateway, gateway_over, of_kind
@@ -69,6 +70,25 @@ async def test_a_version_for_one_endpoint_or_for_all(
             400, "invalid_request", "endpoint",
         )  # fmt: skip
         assert gateway.policy()["endpoints"]["a"]["version"] == "v2"  # nothing changed
+
+
+async def test_every_error_carries_the_version_refusals_included(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    await gateway.set_policy_version("step-5")
+    rollout = await register(http, gateway, limits={"max_turns": 1})
+    async with openai_client(rollout) as client:
+        await client.chat.completions.create(model="m", messages=HI)
+        with pytest.raises(openai.RateLimitError):  # refused in the call: limit_reached
+            await client.chat.completions.create(model="m", messages=HI)
+    secret = {"Authorization": f"Bearer {rollout['api_key']}"}
+    url = rollout["base_url"] + "/chat/completions"
+    async with http.post(url, data=b"{", headers=secret) as resp:
+        assert resp.status == 400  # refused at its body, before the call began
+    errors = of_kind(await events(http, gateway, rollout["id"]), "model_error")
+    assert [(e["code"], e["policy_version"]) for e in errors] == [
+        ("limit_reached", "step-5"), ("malformed_json", "step-5"),
+    ]  # fmt: skip
 
 
 BAD_BODIES = [
