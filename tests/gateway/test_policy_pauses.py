@@ -176,6 +176,29 @@ async def test_abort_cuts_relayed_calls_in_flight(http: aiohttp.ClientSession) -
     assert [r["policy_version"] for r in of_kind(log, "model_response")] == ["step-4"]
 
 
+async def test_abort_cuts_a_relayed_stream_mid_way(http: aiohttp.ClientSession) -> None:
+    """The harness has part of the answer: the cut reaches it in-band, in its dialect."""
+    config = SimConfig(seed=7, tokens_per_s=20, completion_tokens=400)
+    async with Simulator(config) as sim:
+        ep = EndpointConfig(base_url=sim.base_url, model="sim-model")
+        async with gateway_over(ep) as gateway:
+            rollout = await register(http, gateway)
+            async with openai_client(rollout) as client:
+                stream = await client.chat.completions.create(
+                    model="m", messages=_ask("x"), stream=True
+                )
+                chunks = aiter(stream)
+                await anext(chunks)  # the answer has begun
+                assert (await gateway.pause("abort"))["cut"] == 1
+                with pytest.raises(openai.APIError) as info:
+                    async for _ in chunks:
+                        pass
+            assert "abort pause cut" in info.value.message
+            log = await events(http, gateway, rollout["id"])
+    [error] = of_kind(log, "model_error")
+    assert (error["code"], error["stream"]) == ("upstream_aborted", True)
+
+
 async def test_a_call_held_past_pause_max_s_is_refused_503_paused(
     make_gateway: GatewayFactory, http: aiohttp.ClientSession
 ) -> None:
