@@ -65,6 +65,24 @@ async def test_a_forwarded_abort_is_the_engines_to_make(http: aiohttp.ClientSess
         assert vllm.control() == [("POST", "/pause", {"mode": "abort"}, None)]
 
 
+async def test_a_resume_during_a_drain_keeps_the_engine_from_pausing_after_it(
+    http: aiohttp.ClientSession,
+) -> None:
+    async with engines_and_gateway(endpoint={"forward_pause": "vllm"}) as ([vllm], gateway):
+        vllm.release.clear()
+        rollout = await register(http, gateway)
+        async with openai_client(rollout) as client, asyncio.TaskGroup() as tasks:
+            call = tasks.create_task(client.chat.completions.create(model="m", messages=HI))
+            await settle(lambda: len(vllm.chats) == 1)
+            draining = tasks.create_task(gateway.pause("drain"))
+            await settle(lambda: gate(gateway)["paused"] == "drain")
+            await gateway.resume()  # the trainer gave up waiting
+            vllm.release.set()
+            await call
+            assert (await draining)["endpoints"]["default"]["paused"] is None
+        assert [path for _, path, _, _ in vllm.control()] == ["/resume"]
+
+
 async def test_an_engine_that_refuses_the_pause_leaves_nothing_paused(
     http: aiohttp.ClientSession,
 ) -> None:

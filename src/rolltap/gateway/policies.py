@@ -75,7 +75,9 @@ class EndpointPolicies:
                 engine, engine_paused = ep.forward_pause, list[str]()
                 changed.append((name, gate.mode, engine_paused))
                 cut += await gate.pause(mode, cut=engine is None)
-                if engine is not None:
+                # a resume while the gateway drained ended this pause: the engine is not
+                # to be paused after it
+                if engine is not None and gate.paused:
                     send = partial(forward_pause, engine=engine, mode=mode)
                     await self._each_address(ep, send, done=engine_paused)
         except BaseException:
