@@ -6,7 +6,9 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
 
 1. rewrite: the upstream makes the call its own request; the request event records
    what the harness sent, the rewrites and whatever the upstream adds;
-2. call: the upstream sends it, within the endpoint's cap on calls in flight;
+2. call: past the endpoint's policy gate (held there while a trainer pauses it,
+   :mod:`rolltap.gateway.policy`), the upstream sends it, within the endpoint's cap on
+   calls in flight;
 3. deliver: :func:`path_of`, the one place that decides it, picks how the reply
    reaches the harness — the upstream's stream relayed as it arrives (translated event
    by event when the dialects differ), or a whole answer as a body or made into a
