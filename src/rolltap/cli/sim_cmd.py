@@ -56,6 +56,18 @@ _HELP = "\n\n".join(
         ' with the text "done", so an agent\'s loop ends. A call answered with a fault keeps'
         " its turn for the retry. The file is checked at start: a bad entry is one error"
         " naming it. GET /stats counts the turns used per session (script_turns).",
+        "Weights, as an RL trainer's inference engine has them: --policy-version V starts"
+        " with that weight version; answers report it (SGLang's /generate in"
+        ' meta_info.weight_version, the OpenAI routes in "metadata": {"weight_version": V}).'
+        " GET /get_weight_version reads it; POST /update_weight_version"
+        ' {"new_version": V, "abort_all_requests": false} sets it (with abort_all_requests,'
+        " every generation in flight is answered at once with what it generated so far,"
+        " finish reason abort). vLLM's POST /pause?mode=abort|wait|keep, POST /resume and GET"
+        ' /is_paused, and SGLang\'s POST /pause_generation {"mode": "abort"|"retract"'
+        '|"in_place"} and POST /continue_generation pause the engine: new requests wait for'
+        " the resume; abort answers what is in flight at once, wait returns once nothing is,"
+        " keep (retract, in_place) freezes it until the resume. GET /stats counts aborts,"
+        " updates and pauses.",
     ]
 )
 
@@ -108,6 +120,9 @@ def sim(
         Path | None,
         typer.Option(help="Scripted turns per session, a JSON file (see above).", dir_okay=False),
     ] = None,
+    policy_version: Annotated[
+        str | None, typer.Option(help="The weight version to start with (see above).")
+    ] = None,
 ) -> None:
     """Run the simulator in the foreground."""
     try:
@@ -127,6 +142,7 @@ def sim(
         prefix_cache_blocks=prefix_cache_blocks,
         prefix_block_tokens=prefix_block_tokens,
         script=loaded,
+        policy_version=policy_version,
     )
     try:
         asyncio.run(run_sim(config, host, port, on_ready=_print_ready))

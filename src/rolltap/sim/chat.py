@@ -1,26 +1,24 @@
 """``POST /v1/chat/completions``: the OpenAI chat-completions wire format, with vLLM's
-``return_token_ids`` and ``reasoning_content`` (:mod:`rolltap.sim.chat_ids`)."""
+``return_token_ids`` and ``reasoning_content`` (:mod:`rolltap.sim.chat_ids`).
+
+With a weight version, the body (a stream: the chunk with the finish reason) ends with
+``"metadata": {"weight_version": V}`` (SGLang's). An aborted generation answers the text it
+had generated (no tool call) with the finish reason ``abort`` (vLLM's and SGLang's); a
+stream ends with a chunk carrying it (then usage, when asked, and ``[DONE]``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import orjson
 
 from rolltap.sim.chat_ids import ChatIds, chat_ids, reasoning_of
+from rolltap.sim.chat_in import prompt_for
 from rolltap.sim.config import SimConfig
-from rolltap.sim.content import (
-    Answer,
-    BadRequest,
-    Prompt,
-    Tool,
-    Turn,
-    answer_for,
-    call_turn,
-    text_of,
-)
-from rolltap.sim.plan import CREATED, Dialect, Plan, fragments, hole, sse
+from rolltap.sim.content import Answer, answer_for, cut_short
+from rolltap.sim.plan import CREATED, VERSION, Dialect, Plan, fragments, hole, sse, versioned
 from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.wire import error_response
@@ -34,70 +32,10 @@ _FINISH = {
     "stop_sequence": "stop",
     "max_tokens": "length",
     "tool_call": "tool_calls",
+    "abort": "abort",
 }
 _DONE_EVENT = b"data: [DONE]\n\n"
-
-
-def _turns(message: dict[str, Any]) -> Iterator[Turn]:
-    role = message.get("role")
-    role = "system" if role == "developer" else role if isinstance(role, str) else ""
-    yield (role, text_of(message.get("content")))
-    calls = message.get("tool_calls") if role == "assistant" else None
-    for call in calls if isinstance(calls, list) else ():
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            yield call_turn(function.get("name"), function.get("arguments"))
-
-
-def _cap(body: dict[str, Any]) -> int | None:
-    caps = [body.get("max_tokens"), body.get("max_completion_tokens")]
-    limits = [c for c in caps if isinstance(c, int) and not isinstance(c, bool)]
-    if any(c < 0 for c in limits):
-        raise BadRequest("max_tokens: must not be negative")
-    return min(limits, default=None)
-
-
-def _tools(body: dict[str, Any]) -> tuple[Tool, ...]:
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return ()
-    functions = [t.get("function") for t in tools if isinstance(t, dict)]
-    return tuple(
-        Tool(str(f.get("name") or "tool"), f.get("parameters"))
-        for f in functions
-        if isinstance(f, dict)
-    )
-
-
-def _forced_tool(choice: Any) -> str | None:
-    named = choice.get("function") if isinstance(choice, dict) else None
-    name = named.get("name") if isinstance(named, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def prompt_for(body: dict[str, Any], config: SimConfig) -> Prompt:
-    """The :class:`Prompt` of a chat-completions request body."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise BadRequest("messages: required, must be a list")
-    turns: list[Turn] = []
-    for message in messages:
-        if not isinstance(message, dict):
-            raise BadRequest("messages: every message must be an object")
-        turns.extend(_turns(message))
-    stop = body.get("stop")
-    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
-    return Prompt(
-        model=str(body.get("model") or config.model),
-        turns=tuple(turns),
-        tools=_tools(body),
-        tools_allowed=body.get("tool_choice") != "none",
-        forced_tool=_forced_tool(body.get("tool_choice")),
-        max_tokens=_cap(body),
-        stop_sequences=tuple(s for s in stops if isinstance(s, str)),
-        logprobs=body.get("logprobs") is True,
-        stream=body.get("stream") is True,
-    )
+_METADATA = {"weight_version": VERSION}
 
 
 def _usage(answer: Answer) -> dict[str, int]:
@@ -127,7 +65,7 @@ def _tool_call(call: ToolCall, arguments: str) -> dict[str, Any]:
     }
 
 
-def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...]) -> bytes:
+def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...], version: bool) -> bytes:
     # A message of tool calls alone has no content (null), as OpenAI's.
     content = answer.text if answer.tokens or not answer.calls else None
     message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -152,6 +90,8 @@ def _body(answer: Answer, ids: ChatIds | None, thought: tuple[str, ...]) -> byte
     if ids is not None:
         choice["token_ids"] = ids.completion
         body["prompt_token_ids"] = ids.prompt
+    if version:
+        body["metadata"] = _METADATA
     return orjson.dumps(body)
 
 
@@ -159,13 +99,16 @@ class _Chunks:
     """Builds the stream's ``chat.completion.chunk`` events for one answer."""
 
     def __init__(
-        self, answer: Answer, include_usage: bool, ids: ChatIds | None, thought: tuple[str, ...]
-    ) -> None:
+        self, answer: Answer, include_usage: bool, ids: ChatIds | None, thought: tuple[str, ...],
+        version: bool, *, first: bool = True,
+    ) -> None:  # fmt: skip
         self.answer = answer
         self.include_usage = include_usage
         self.ids = ids
         self.thought = thought
-        self._first = True
+        self.version = version
+        #: whether the next chunk is the stream's first (it carries the prompt's ids)
+        self.first = first
 
     def event(self, choices: list[Any], usage: dict[str, int] | None = None) -> bytes:
         chunk: dict[str, Any] = {
@@ -177,9 +120,11 @@ class _Chunks:
         }
         if self.include_usage:
             chunk["usage"] = usage
-        if self.ids is not None and self._first:
+        if self.ids is not None and self.first:
             chunk["prompt_token_ids"] = self.ids.prompt
-        self._first = False
+        if self.version and any(c["finish_reason"] is not None for c in choices):
+            chunk["metadata"] = _METADATA
+        self.first = False
         return sse(chunk)
 
     def delta(
@@ -240,11 +185,14 @@ def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = 
     ids = None
     if body.get("return_token_ids") is True:
         ids = chat_ids(prompt, answer, thought, retokenize=config.retokenize_history)
+    version = versioned(config)
     if not answer.stream:
-        return Plan.whole(_body(answer, ids, thought), tokens=len(answer.tokens))
+        cut = partial(_cut, answer, ids, thought, version)
+        body_bytes = _body(answer, ids, thought, version)
+        return Plan.whole(body_bytes, tokens=len(answer.tokens), abort=cut)
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    chunks = _Chunks(answer, include_usage, ids, thought)
+    chunks = _Chunks(answer, include_usage, ids, thought, version)
     events = chunks.tokens()
     token_events = len(events)
     end = None if ids is None else ids.end
@@ -252,7 +200,31 @@ def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = 
     if include_usage:
         events.append(chunks.event([], _usage(answer)))
     events.append(_DONE_EVENT)
-    return Plan.streamed(events, first_token=0, token_events=token_events)
+    tail = partial(_tail, _Chunks(answer, include_usage, ids, thought, version))
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
+
+
+def _cut(
+    answer: Answer, ids: ChatIds | None, thought: tuple[str, ...], version: bool, n: int
+) -> Plan:
+    """The whole answer of a generation aborted after ``n`` tokens: the thought comes with
+    the first token."""
+    cut, thought = cut_short(answer, n), thought if n else ()
+    if ids is not None:
+        ids = ChatIds(ids.prompt, ids.thinking if n else [], ids.pieces[:n], [])
+    return Plan.whole(_body(cut, ids, thought, version), tokens=n)
+
+
+def _tail(chunks: _Chunks, sent: int) -> Plan:
+    """The end of a stream aborted after ``sent`` chunks (the thought's, then the text's)."""
+    chunks = _Chunks(chunks.answer, chunks.include_usage, chunks.ids, chunks.thought,
+                     chunks.version, first=sent == 0)  # fmt: skip
+    cut = cut_short(chunks.answer, max(0, sent - len(chunks.thought)))
+    events = [chunks.delta({}, finish="abort", ids=None if chunks.ids is None else [])]
+    if chunks.include_usage:
+        events.append(chunks.event([], _usage(cut)))
+    events.append(_DONE_EVENT)
+    return Plan.streamed(events, first_token=0, token_events=0)
 
 
 def _prompt_tokens(body: dict[str, Any], config: SimConfig) -> PromptTokens:

@@ -15,11 +15,17 @@ own ``token_ids``). ``temperature`` and other sampling settings are accepted and
 Like vLLM, ``token_ids`` and ``logprobs`` include the end-of-sequence token of a completion
 that ended naturally, while ``text`` leaves it out; ``stop_reason`` names the stop string
 that ended one, else is ``null``; a stream's last token chunk carries the finish reason.
+
+With a weight version, the body (a stream: the chunk with the finish reason) ends with
+``"metadata": {"weight_version": V}``, as SGLang's OpenAI-compatible server reports it.
+An aborted generation answers the tokens it had generated with the finish reason
+``abort``; a stream ends with one more chunk (no text, no ids) carrying it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -30,13 +36,14 @@ from rolltap.sim.completions_in import (
     TokenPrompt,
     answer_tokens,
     cache_tokens,
+    cut_short,
     prompt_ids,
     stop_strings,
     text_pieces,
 )
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import BadRequest
-from rolltap.sim.plan import CREATED, Dialect, Plan, hole, sse
+from rolltap.sim.plan import CREATED, VERSION, Dialect, Plan, hole, sse, versioned
 from rolltap.sim.vocab import VOCAB
 from rolltap.sim.wire import error_response
 
@@ -44,6 +51,7 @@ __all__ = ["COMPLETIONS", "plan_for"]
 
 _ID = hole("id")
 _DONE_EVENT = b"data: [DONE]\n\n"
+_METADATA = {"weight_version": VERSION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,8 @@ class _Options:
     token_ids: bool
     stream: bool
     include_usage: bool
+    #: whether the answer reports the weight version
+    version: bool = False
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:
@@ -139,6 +149,7 @@ def _usage(answer: TokenAnswer) -> dict[str, Any]:
 
 
 def _body(answer: TokenAnswer, options: _Options) -> bytes:
+    """The whole (non-stream) answer."""
     pieces = text_pieces(answer)
     choice = {
         "index": 0,
@@ -150,17 +161,18 @@ def _body(answer: TokenAnswer, options: _Options) -> bytes:
         "prompt_token_ids": list(answer.prompt_ids) if options.token_ids else None,
         "token_ids": list(answer.ids) if options.token_ids else None,
     }
-    return orjson.dumps(
-        {
-            "id": _ID,
-            "object": "text_completion",
-            "created": CREATED,
-            "model": answer.model,
-            "choices": [choice],
-            "system_fingerprint": None,
-            "usage": _usage(answer),
-        }
-    )
+    body = {
+        "id": _ID,
+        "object": "text_completion",
+        "created": CREATED,
+        "model": answer.model,
+        "choices": [choice],
+        "system_fingerprint": None,
+        "usage": _usage(answer),
+    }
+    if options.version:
+        body["metadata"] = _METADATA
+    return orjson.dumps(body)
 
 
 def _chunk(answer: TokenAnswer, options: _Options, choices: list[Any], usage: Any) -> bytes:
@@ -173,6 +185,8 @@ def _chunk(answer: TokenAnswer, options: _Options, choices: list[Any], usage: An
     }
     if options.include_usage:
         chunk["usage"] = usage
+    if options.version and any(c["finish_reason"] is not None for c in choices):
+        chunk["metadata"] = _METADATA
     return sse(chunk)
 
 
@@ -198,18 +212,46 @@ def _token_chunks(answer: TokenAnswer, options: _Options) -> list[bytes]:
     return events
 
 
+def _tail(answer: TokenAnswer, options: _Options, sent: int) -> Plan:
+    """The end of a stream aborted after ``sent`` token chunks."""
+    cut = cut_short(answer, sent)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": "",
+        "logprobs": _logprobs(cut, [], options, sent, sent),
+        "finish_reason": "abort",
+        "stop_reason": None,
+    }
+    if options.token_ids:
+        if sent == 0:
+            choice["prompt_token_ids"] = list(answer.prompt_ids)
+        choice["token_ids"] = []
+    events = [_chunk(answer, options, [choice], None)]
+    if options.include_usage:
+        events.append(_chunk(answer, options, [], _usage(cut)))
+    events.append(_DONE_EVENT)
+    return Plan.streamed(events, first_token=0, token_events=0)
+
+
+def _cut(answer: TokenAnswer, options: _Options, n: int) -> Plan:
+    return Plan.whole(_body(cut_short(answer, n), options), tokens=n)
+
+
 def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     """Serialize the answer to a completions request, stream or not."""
     prompt, options = _read(body, config)
+    options = replace(options, version=versioned(config))
     answer = answer_tokens(prompt, config)
     if not options.stream:
-        return Plan.whole(_body(answer, options), tokens=len(answer.ids))
+        cut = partial(_cut, answer, options)
+        return Plan.whole(_body(answer, options), tokens=len(answer.ids), abort=cut)
     events = _token_chunks(answer, options)
     token_events = len(events)
     if options.include_usage:
         events.append(_chunk(answer, options, [], _usage(answer)))
     events.append(_DONE_EVENT)
-    return Plan.streamed(events, first_token=0, token_events=token_events)
+    tail = partial(_tail, answer, options)
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
 
 
 #: The completions dialect, served at ``POST /v1/completions``.

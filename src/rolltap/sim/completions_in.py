@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -43,6 +43,7 @@ __all__ = [
     "TokenPrompt",
     "answer_tokens",
     "cache_tokens",
+    "cut_short",
     "prompt_ids",
     "stop_strings",
     "text_pieces",
@@ -76,7 +77,8 @@ class TokenAnswer:
     logprobs: tuple[float, ...]
     #: the completion text: control tokens left out, cut before a stop string
     text: str
-    finish: Literal["stop", "length"]
+    #: ``abort``: the engine aborted the generation (:func:`cut_short`)
+    finish: Literal["stop", "length", "abort"]
     #: the stop string that ended the text, if one did
     stop_reason: str | None
 
@@ -133,6 +135,13 @@ def text_pieces(answer: TokenAnswer) -> list[str]:
         pieces.append(piece[:left])
         left -= len(pieces[-1])
     return pieces
+
+
+def cut_short(answer: TokenAnswer, tokens: int) -> TokenAnswer:
+    """``answer`` aborted after its first ``tokens`` ids: their text, finish ``abort``."""
+    text = "".join(text_pieces(answer)[:tokens])
+    return replace(answer, ids=answer.ids[:tokens], logprobs=answer.logprobs[:tokens],
+                   text=text, finish="abort", stop_reason=None)  # fmt: skip
 
 
 def _rng(seed: int, what: str, ids: tuple[int, ...]) -> random.Random:

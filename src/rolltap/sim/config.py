@@ -173,6 +173,11 @@ class SimConfig(BaseModel):
     #: scripted answers per session on the chat, Messages and Responses routes (see
     #: :mod:`rolltap.sim.script`); ``None``: every answer is generated
     script: Script | None = None
+    #: the policy (weight) version the engine starts with: answers report it (SGLang's
+    #: ``meta_info.weight_version``, ``metadata.weight_version`` on the OpenAI routes) and
+    #: ``POST /update_weight_version`` changes it (:mod:`rolltap.sim.weights`); ``None``:
+    #: answers report none until a version is set
+    policy_version: str | None = None
 
     @property
     def counts_prompts(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -31,6 +31,7 @@ __all__ = [
     "Turn",
     "answer_for",
     "call_turn",
+    "cut_short",
     "text_of",
     "tool_arguments",
 ]
@@ -39,8 +40,9 @@ __all__ = [
 #: One conversation entry, ``(role, text)``. Roles: ``system``, ``user``, ``assistant``,
 #: ``tool`` (a tool result) and ``call`` (a tool call: text is ``NAME\\nARGUMENTS``).
 Turn = tuple[str, str]
-#: Why generation ended, before a dialect names it (``stop``/``end_turn``/``completed`` …).
-Stop = Literal["end", "max_tokens", "tool_call", "stop_sequence"]
+#: Why generation ended, before a dialect names it (``stop``/``end_turn``/``completed`` …);
+#: ``abort``: the engine aborted it (:mod:`rolltap.sim.weights`).
+Stop = Literal["end", "max_tokens", "tool_call", "stop_sequence", "abort"]
 
 
 class BadRequest(InvalidRequestError):
@@ -115,6 +117,15 @@ class Answer:
     def tool_args(self) -> str:
         """The first call's arguments (JSON), ``""`` without a call."""
         return self.calls[0].arguments if self.calls else ""
+
+
+def cut_short(answer: Answer, tokens: int) -> Answer:
+    """``answer`` aborted after its first ``tokens`` tokens: the text so far, no tool call
+    (a call is written after the text, whole)."""
+    kept = answer.tokens[:tokens]
+    logprobs = None if answer.logprobs is None else answer.logprobs[:tokens]
+    return replace(answer, tokens=kept, logprobs=logprobs, calls=(), stop="abort",
+                   stop_sequence=None, completion_tokens=len(kept))  # fmt: skip
 
 
 def text_of(content: Any) -> str:

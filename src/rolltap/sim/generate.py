@@ -26,7 +26,15 @@ accepted and ignored). Answer::
                    "output_token_logprobs": [[F, ID, null]]  (with return_logprob)}}
 
 A stream's chunks are cumulative, as SGLang's are by default: each holds everything so
-far (``finish_reason`` null until the last), then ``data: [DONE]``.
+far (``finish_reason`` null until the last), then ``data: [DONE]``. With a weight version
+(:attr:`SimConfig.policy_version`, ``POST /update_weight_version``) ``meta_info`` also
+holds ``weight_version``: the version when that object was written.
+
+An aborted generation (:mod:`rolltap.sim.weights`) answers the ids it had generated, and
+their logprobs when asked: vLLM's finish reason ``abort``, SGLang's
+``{"type": "abort", "message": "Aborted", "status_code": null, "err_type": null}``; a
+stream ends with one more chunk carrying that reason (vLLM's with no ids), then
+``[DONE]``.
 
 Cue for tests: ``sampling_params.sim_abort: true`` answers an aborted generation (the
 ids so far empty), as an engine does when it drops a request.
@@ -35,6 +43,7 @@ ids so far empty), as an engine does when it drops a request.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -50,7 +59,7 @@ from rolltap.sim.completions_in import (
 )
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import BadRequest
-from rolltap.sim.plan import Dialect, Plan, hole, sse
+from rolltap.sim.plan import VERSION, Dialect, Plan, hole, sse, versioned
 from rolltap.sim.vocab import VOCAB
 from rolltap.sim.wire import error_response
 
@@ -58,6 +67,8 @@ __all__ = ["SGLANG", "VLLM_GENERATE"]
 
 _ID = hole("id")
 _DONE = b"data: [DONE]\n\n"
+# What SGLang's scheduler reports for a request aborted by an abort-all (FINISH_ABORT()).
+_SGL_ABORTED = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
 
 
 def _params(body: dict[str, Any]) -> dict[str, Any]:
@@ -124,9 +135,8 @@ def _vllm_plan(body: dict[str, Any], config: SimConfig) -> Plan:
     n = 0 if _aborted(body) else len(answer.ids)
     finish = "abort" if _aborted(body) else answer.finish
     if not _stream(body):
-        whole = {"request_id": _ID, "choices": [_vllm_choice(answer, lps, range(n), finish)],
-                 "usage": _vllm_usage(answer, n)}  # fmt: skip
-        return Plan.whole(orjson.dumps(whole), tokens=n)
+        whole = _vllm_whole(answer, lps, n, finish)
+        return Plan.whole(whole, tokens=n, abort=partial(_vllm_cut, answer, lps))
     events = []
     for i in range(max(n, 1)):
         last = i >= n - 1
@@ -137,7 +147,24 @@ def _vllm_plan(body: dict[str, Any], config: SimConfig) -> Plan:
         events.append(sse(chunk))
     token_events = len(events)
     events.append(_DONE)
-    return Plan.streamed(events, first_token=0, token_events=token_events)
+    tail = partial(_vllm_tail, answer, lps)
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
+
+
+def _vllm_whole(answer: TokenAnswer, lps: bool, n: int, finish: str) -> bytes:
+    choice = _vllm_choice(answer, lps, range(n), finish)
+    return orjson.dumps({"request_id": _ID, "choices": [choice], "usage": _vllm_usage(answer, n)})
+
+
+def _vllm_cut(answer: TokenAnswer, lps: bool, n: int) -> Plan:
+    return Plan.whole(_vllm_whole(answer, lps, n, "abort"), tokens=n)
+
+
+def _vllm_tail(answer: TokenAnswer, lps: bool, sent: int) -> Plan:
+    """After ``sent`` one-id chunks: a chunk with no id and the abort, then ``[DONE]``."""
+    chunk = {"request_id": _ID, "choices": [_vllm_choice(answer, lps, range(0), "abort")],
+             "usage": _vllm_usage(answer, sent)}  # fmt: skip
+    return Plan.streamed([sse(chunk), _DONE], first_token=0, token_events=0)
 
 
 # -- SGLang --------------------------------------------------------------------------
@@ -155,7 +182,7 @@ def _sgl_finish(answer: TokenAnswer, aborted: bool) -> dict[str, Any]:
 
 
 def _sgl_object(
-    answer: TokenAnswer, n: int, lps: bool, finish: dict[str, Any] | None
+    answer: TokenAnswer, n: int, lps: bool, finish: dict[str, Any] | None, version: bool
 ) -> dict[str, Any]:
     ids = list(answer.ids[:n])
     meta: dict[str, Any] = {
@@ -166,6 +193,8 @@ def _sgl_object(
         "cached_tokens": 0,
         "e2e_latency": 0.0,
     }
+    if version:
+        meta["weight_version"] = VERSION
     if lps:
         entries = [[answer.logprobs[i], answer.ids[i], None] for i in range(n)]
         meta["output_token_logprobs"] = entries
@@ -183,18 +212,32 @@ def _sglang_plan(body: dict[str, Any], config: SimConfig) -> Plan:
         raise BadRequest("sampling_params.stop_token_ids: expected a list of integers")
     lps = body.get("return_logprob") is True
     answer = _answer(body, config, "input_ids", "max_new_tokens")
-    aborted = _aborted(body)
+    aborted, version = _aborted(body), versioned(config)
     n = 0 if aborted else len(answer.ids)
     finish = _sgl_finish(answer, aborted)
     if not _stream(body):
-        return Plan.whole(orjson.dumps(_sgl_object(answer, n, lps, finish)), tokens=n)
+        whole = orjson.dumps(_sgl_object(answer, n, lps, finish, version))
+        return Plan.whole(whole, tokens=n, abort=partial(_sgl_cut, answer, lps, version))
     events = [
-        sse(_sgl_object(answer, i, lps, finish if i == n else None))
+        sse(_sgl_object(answer, i, lps, finish if i == n else None, version))
         for i in range(min(1, n), n + 1)
     ]
     token_events = len(events)
     events.append(_DONE)
-    return Plan.streamed(events, first_token=0, token_events=token_events)
+    tail = partial(_sgl_tail, answer, lps, version)
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
+
+
+def _sgl_cut(answer: TokenAnswer, lps: bool, version: bool, n: int) -> Plan:
+    """The object of a generation aborted after ``n`` ids."""
+    return Plan.whole(orjson.dumps(_sgl_object(answer, n, lps, _SGL_ABORTED, version)), tokens=n)
+
+
+def _sgl_tail(answer: TokenAnswer, lps: bool, version: bool, sent: int) -> Plan:
+    """After ``sent`` cumulative chunks (chunk i holds i + 1 ids): the ``sent`` ids with
+    the abort, then ``[DONE]``."""
+    last = sse(_sgl_object(answer, sent, lps, _SGL_ABORTED, version))
+    return Plan.streamed([last, _DONE], first_token=0, token_events=0)
 
 
 def _prompt_tokens(ids_field: str, cap: str) -> Callable[[dict[str, Any], SimConfig], Any]:

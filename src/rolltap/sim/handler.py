@@ -1,16 +1,16 @@
-"""Serving a model request on any route: answers, pacing, gates, faults and stats.
+"""Serving a model request on any route: admission, plans, faults and stats.
 
 The :class:`Handler` is dialect-blind: a :class:`~rolltap.sim.plan.Dialect` supplies the
 wire bytes (a :class:`~rolltap.sim.plan.Plan` per body) and the error shape; everything
-else (time to first token, token pacing, ``x-sim-fault``, ``x-sim-gate``, the answer cache
-and the counters) is shared by every route.
+else (``x-sim-fault``, the answer cache, the engine's pause, the counters, and through
+:class:`~rolltap.sim.respond.Responder` the time to first token, token pacing, aborts and
+``x-sim-gate``) is shared by every route.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,34 +23,17 @@ from rolltap.sim.config import FaultSpec, SimConfig, parse_fault
 from rolltap.sim.content import BadRequest
 from rolltap.sim.plan import Dialect, Plan
 from rolltap.sim.prefix import PrefixCache, PromptBlocks, prompt_blocks
+from rolltap.sim.respond import Call, Responder
 from rolltap.sim.script import ScriptPlayer, ScriptTurn, session_of
 from rolltap.sim.stats import Gate, StatsBoard
-from rolltap.sim.wire import reset_connection, send
+from rolltap.sim.weights import Generation, Weights
+from rolltap.sim.wire import send
 
 __all__ = ["Handler"]
 
 # Bounds on the answer cache: entries, and bytes held by bodies and rendered answers.
 _CACHE_ENTRIES = 4096
 _CACHE_BYTES = 64 * 1024 * 1024
-_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-
-
-@dataclass(slots=True)
-class _Call:
-    """One request in flight."""
-
-    dialect: Dialect
-    request: web.BaseRequest
-    number: int
-    headers: dict[str, str]
-    plan: Plan
-    fault: FaultSpec | None
-    gate: Gate | None
-    #: the prompt's cache blocks, when the config counts prompts and the route fills one
-    blocks: PromptBlocks | None
-    response: web.StreamResponse | None = None
-    #: set when the simulator itself cut the connection (drop/reset), not the client
-    cut: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +55,23 @@ class _Refused(Exception):
 class Handler:
     """Serves every model route of one :class:`~rolltap.sim.Simulator`."""
 
-    def __init__(self, config: SimConfig, board: StatsBoard, gate: Callable[[str], Gate]) -> None:
+    def __init__(
+        self, config: SimConfig, board: StatsBoard, gate: Callable[[str], Gate], weights: Weights
+    ) -> None:
         self._config = config
+        # The config answers are planned with once a version is set (see plan.versioned).
+        self._versioned: SimConfig | None = None
         self._board = board
         self._gate = gate
+        self._weights = weights
         self._player = ScriptPlayer(config.script) if config.script is not None else None
         self._rng = random.Random(config.seed)
         # Answers depend only on the route and the body bytes, so repeated bodies skip all
         # generation.
-        self._plans: dict[tuple[str, bytes], _Planned] = {}
+        self._plans: dict[tuple[str, bytes, bool], _Planned] = {}
         #: the prompts' prefix cache (see :mod:`rolltap.sim.prefix`)
         self.cache = PrefixCache(config.prefix_cache_blocks, config.prefix_block_tokens)
+        self._responder = Responder(config, board, weights, self.cache)
         self._cached_bytes = 0
         #: set while the simulator shuts down: cancellations then are not client disconnects
         self.closing = False
@@ -99,15 +88,17 @@ class Handler:
         stats.count_routing(request.headers)
         transport = request.transport
         self._board.saw_peer(transport.get_extra_info("peername") if transport else None)
-        call: _Call | None = None
+        call: Call | None = None
+        generation: Generation | None = None
         try:
+            generation = await self._generation(dialect)
             try:
                 call = await self._admit(dialect, request, number, headers)
             except _Refused as refused:
                 await send(request, refused.response)
                 stats.completed += 1
                 return refused.response
-            await self._serve(call)
+            await self._responder.serve(call, generation)
             if not call.cut:
                 stats.completed += 1
             # After a cut aiohttp's attempt to finish this response fails quietly.
@@ -120,16 +111,27 @@ class Handler:
             self._count_disconnect(call)
             return call.response if call and call.response else web.Response()
         finally:
+            if generation is not None:
+                self._weights.finish(generation)
             stats.in_flight -= 1
             await self._board.changed()
 
-    def _count_disconnect(self, call: _Call | None) -> None:
+    async def _generation(self, dialect: Dialect) -> Generation:
+        """A generating route's request waits here while the engine is paused; the others
+        (count_tokens) are no generation the engine aborts or freezes."""
+        if not dialect.generates:
+            return Generation(self._weights)
+        generation = await self._weights.admit()
+        await self._board.changed()
+        return generation
+
+    def _count_disconnect(self, call: Call | None) -> None:
         if not self.closing and not (call and call.cut):
             self._board.stats.disconnected += 1
 
     async def _admit(
         self, dialect: Dialect, request: web.BaseRequest, number: int, headers: dict[str, str]
-    ) -> _Call:
+    ) -> Call:
         raw = await request.content.read()  # no client_max_size: agent histories get large
         try:
             body = orjson.loads(raw)
@@ -153,7 +155,7 @@ class Handler:
             self._board.stats.script_turns[session or ""] = player.advance(session)
         gate_name = request.headers.get("x-sim-gate")
         gate = self._gate(gate_name) if gate_name else None
-        return _Call(dialect, request, number, headers, planned.plan, fault, gate, planned.blocks)
+        return Call(dialect, request, number, headers, planned.plan, fault, gate, planned.blocks)
 
     def _plan(
         self,
@@ -163,11 +165,11 @@ class Handler:
         headers: dict[str, str],
         turn: ScriptTurn | None,
     ) -> _Planned:
-        key = (dialect.name, raw)
+        config = self._planning_config()
+        key = (dialect.name, raw, config.policy_version is not None)
         # A scripted answer depends on the session's place in its script, not the body.
         planned = self._plans.get(key) if turn is None else None
         if planned is None:
-            config = self._config
             try:
                 if turn is not None and dialect.plan_turn is not None:
                     plan = dialect.plan_turn(body, config, turn)
@@ -185,7 +187,16 @@ class Handler:
                 self._remember(key, planned)
         return planned
 
-    def _remember(self, key: tuple[str, bytes], planned: _Planned) -> None:
+    def _planning_config(self) -> SimConfig:
+        """The config to plan with: once the engine has a version, answers report it."""
+        if self._weights.version is None or self._config.policy_version is not None:
+            return self._config
+        if self._versioned is None:
+            update = {"policy_version": self._weights.version}
+            self._versioned = self._config.model_copy(update=update)
+        return self._versioned
+
+    def _remember(self, key: tuple[str, bytes, bool], planned: _Planned) -> None:
         blocks = planned.blocks
         # about 40 bytes per block hash (a tuple slot and an int object)
         size = len(key[1]) + planned.plan.nbytes + (40 * len(blocks.hashes) if blocks else 0)
@@ -215,121 +226,3 @@ class Handler:
                 counts[fault.kind] = counts.get(fault.kind, 0) + 1
                 return fault
         return None
-
-    async def _serve(self, call: _Call) -> None:
-        fault = call.fault
-        kind = fault.kind if fault else None
-        if fault is not None and fault.kind == "status":
-            status = int(fault.arg or 500)
-            message = f"simulated fault: HTTP {status}"
-            call.response = call.dialect.error(status, message, "sim_fault", call.headers)
-            await send(call.request, call.response)
-            return
-        if kind == "reset":
-            call.cut = True
-            reset_connection(call.request)
-            return
-        if fault is not None and kind == "stall":
-            await asyncio.sleep(fault.arg or 0.0)
-        if call.plan.latency:
-            first_token_ms = self._config.ttft_ms + self._prefill_ms(call)
-            if call.blocks is not None:
-                call.headers["x-sim-ttft-ms"] = f"{first_token_ms:g}"
-            if first_token_ms > 0:
-                await asyncio.sleep(first_token_ms / 1000.0)
-        if call.plan.stream:
-            await self._stream(call)
-        else:
-            await self._respond(call)
-
-    def _prefill_ms(self, call: _Call) -> float:
-        """The prefill time of the prompt's tokens the cache misses (and cache them); the
-        response says how many were cached (``x-sim-cached-tokens``, of
-        ``x-sim-prompt-tokens``) and the first-token delay (``x-sim-ttft-ms``)."""
-        blocks = call.blocks
-        if blocks is None:
-            return 0.0
-        hit = self.cache.lookup(blocks)
-        stats = self._board.stats
-        stats.prefix_hit_tokens += hit
-        stats.prefix_miss_tokens += blocks.tokens - hit
-        call.headers["x-sim-prompt-tokens"] = str(blocks.tokens)
-        call.headers["x-sim-cached-tokens"] = str(hit)
-        return (blocks.tokens - hit) * self._config.prefill_ms_per_token
-
-    async def _respond(self, call: _Call) -> None:
-        fault, plan = call.fault, call.plan
-        if call.gate is not None:
-            await call.gate.hold()
-        if fault is not None and fault.kind == "stall-mid":
-            await asyncio.sleep(fault.arg or 0.0)
-        if self._config.tokens_per_s > 0 and plan.tokens:
-            await asyncio.sleep(plan.tokens / self._config.tokens_per_s)
-        if fault is not None and fault.kind == "drop":
-            await self._drop_after_headers(call)
-            return
-        if fault is not None and fault.kind == "malformed":
-            body = call.dialect.malformed_body
-        else:
-            body = plan.body.render(call.dialect.holes(call.number, int(time.time())))
-        call.response = web.Response(
-            body=body, content_type="application/json", headers=call.headers
-        )
-        await send(call.request, call.response)
-
-    async def _drop_after_headers(self, call: _Call) -> None:
-        body = call.plan.body.render(call.dialect.holes(call.number, int(time.time())))
-        response = web.StreamResponse(headers=call.headers)
-        response.content_type = "application/json"
-        response.content_length = len(body)
-        call.response = response
-        await response.prepare(call.request)
-        self._cut(call)
-
-    @staticmethod
-    def _cut(call: _Call) -> None:
-        """Close the connection mid-response (bytes already written are flushed first)."""
-        call.cut = True
-        if call.request.transport is not None:
-            call.request.transport.close()
-
-    async def _stream(self, call: _Call) -> None:
-        response = web.StreamResponse(headers={**call.headers, **_SSE_HEADERS})
-        call.response = response
-        await response.prepare(call.request)
-        holes = call.dialect.holes(call.number, int(time.time()))
-        if call.fault is None and call.gate is None and self._config.tokens_per_s <= 0:
-            await response.write(call.plan.joined.render(holes))  # fast path: one write
-        elif not await self._stream_events(call, response, holes):
-            return
-        await response.write_eof()
-
-    async def _stream_events(
-        self, call: _Call, response: web.StreamResponse, holes: dict[bytes, bytes]
-    ) -> bool:
-        """Write the events one by one; ``False`` when a fault ended the stream early."""
-        fault, plan = call.fault, call.plan
-        kind = fault.kind if fault else None
-        loop = asyncio.get_running_loop()
-        interval = 1.0 / self._config.tokens_per_s if self._config.tokens_per_s > 0 else 0.0
-        first, last = plan.first_token, plan.first_token + plan.token_events
-        start = loop.time()
-        for i, event in enumerate(plan.events):
-            if kind == "drop" and fault is not None and i >= (fault.arg or 0):
-                self._cut(call)
-                return False
-            if interval and first < i < last:
-                await asyncio.sleep(max(0.0, start + (i - first) * interval - loop.time()))
-            await response.write(event.render(holes))
-            if i == 0:
-                if kind == "malformed":
-                    await response.write(call.dialect.malformed_event)
-                    await response.write_eof()
-                    return False
-                if call.gate is not None:
-                    await call.gate.hold()
-                if fault is not None and kind == "stall-mid":
-                    await asyncio.sleep(fault.arg or 0.0)
-            if i == first:
-                start = loop.time()  # pacing counts from the first token, after any hold
-        return True

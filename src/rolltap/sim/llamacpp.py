@@ -17,11 +17,15 @@ alternatives per position) and ``return_tokens``. The answer::
 per token (``content``, ``tokens``, ``stop: false`` and that token's probabilities),
 then a final ``stop: true`` event with empty ``content`` and the totals; no ``[DONE]``.
 As on the vLLM route, the end-of-sequence id is in ``tokens`` but not in ``content``.
+An aborted generation (llama.cpp has no abort of its own) answers the tokens it had
+generated with ``stop_type`` ``"none"`` (llama.cpp's value for a generation that met no
+stop condition); a stream ends with that final event.
 Not served: ``/tokenize``, ``/detokenize``, ``/infill``, slots, grammars, ``post_sampling_probs``.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import orjson
@@ -32,6 +36,7 @@ from rolltap.sim.completions_in import (
     TokenPrompt,
     answer_tokens,
     cache_tokens,
+    cut_short,
     prompt_ids,
     stop_strings,
     text_pieces,
@@ -75,7 +80,7 @@ def _probabilities(answer: TokenAnswer, n_probs: int, start: int, stop: int) -> 
 def _stop_type(answer: TokenAnswer) -> str:
     if answer.stop_reason is not None:
         return "word"
-    return "eos" if answer.finish == "stop" else "limit"
+    return {"stop": "eos", "length": "limit"}.get(answer.finish, "none")
 
 
 def _final(answer: TokenAnswer, content: str, tokens: list[int]) -> dict[str, Any]:
@@ -133,14 +138,30 @@ def plan_for(body: dict[str, Any], config: SimConfig) -> Plan:
     answer = answer_tokens(_token_prompt(body, config), config)
     return_tokens = body.get("return_tokens") is True
     if body.get("stream") is not True:
-        final = _final(answer, answer.text, list(answer.ids) if return_tokens else [])
-        if n_probs > 0:
-            final["completion_probabilities"] = _probabilities(answer, n_probs, 0, len(answer.ids))
-        return Plan.whole(orjson.dumps(final), tokens=len(answer.ids))
+        cut = partial(_cut, answer, n_probs, return_tokens)
+        return Plan.whole(_whole(answer, n_probs, return_tokens), tokens=len(answer.ids),
+                          abort=cut)  # fmt: skip
     events = _events(answer, n_probs, return_tokens)
     token_events = len(events)
     events.append(sse(_final(answer, "", [])))
-    return Plan.streamed(events, first_token=0, token_events=token_events)
+    tail = partial(_tail, answer)
+    return Plan.streamed(events, first_token=0, token_events=token_events, abort=tail)
+
+
+def _whole(answer: TokenAnswer, n_probs: int, return_tokens: bool) -> bytes:
+    final = _final(answer, answer.text, list(answer.ids) if return_tokens else [])
+    if n_probs > 0:
+        final["completion_probabilities"] = _probabilities(answer, n_probs, 0, len(answer.ids))
+    return orjson.dumps(final)
+
+
+def _cut(answer: TokenAnswer, n_probs: int, return_tokens: bool, n: int) -> Plan:
+    return Plan.whole(_whole(cut_short(answer, n), n_probs, return_tokens), tokens=n)
+
+
+def _tail(answer: TokenAnswer, sent: int) -> Plan:
+    return Plan.streamed([sse(_final(cut_short(answer, sent), "", []))], first_token=0,
+                         token_events=0)  # fmt: skip
 
 
 #: llama.cpp's native completion dialect, served at ``POST /completion``.

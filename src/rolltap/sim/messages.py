@@ -1,16 +1,25 @@
-"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: the Anthropic Messages wire format."""
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: the Anthropic Messages wire format.
+
+An aborted generation (:mod:`rolltap.sim.weights`) answers the text it had generated with
+the stop reason ``pause_turn``, the Messages API's own for a turn cut off that the client
+may send back to be continued; a stream closes its open block, then ends with that
+``message_delta`` and ``message_stop``. Answers carry no weight version: the Messages
+shape has no field for one.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from rolltap.sim.config import SimConfig
-from rolltap.sim.content import Answer, answer_for
+from rolltap.sim.content import Answer, answer_for, cut_short
 from rolltap.sim.messages_in import prompt_for
-from rolltap.sim.plan import Dialect, Plan, fragments, hole, sse
+from rolltap.sim.plan import Dialect, Plan, Template, fragments, hole, sse
 from rolltap.sim.prefix import PromptTokens, conversation_tokens
 from rolltap.sim.script import ScriptTurn, ToolCall
 from rolltap.sim.wire import error_headers
@@ -24,6 +33,7 @@ _STOP_REASONS = {
     "max_tokens": "max_tokens",
     "tool_call": "tool_use",
     "stop_sequence": "stop_sequence",
+    "abort": "pause_turn",
 }
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -111,14 +121,37 @@ def _events(answer: Answer) -> Plan:
     if len(events) == 1:  # no block: an empty answer
         events.append(sse({"type": "ping"}, "ping"))
         first_token = last_token = len(events)
+    events += _ending(answer)
+    plan = Plan.streamed(events, first_token=first_token, token_events=last_token - first_token)
+    return replace(plan, abort=partial(_tail, answer, plan.events))
+
+
+def _ending(answer: Answer) -> list[bytes]:
     message_delta = {
         "type": "message_delta",
         "delta": {"stop_reason": _STOP_REASONS[answer.stop], "stop_sequence": answer.stop_sequence},
         "usage": {"output_tokens": answer.completion_tokens},
     }
-    events.append(sse(message_delta, "message_delta"))
-    events.append(sse({"type": "message_stop"}, "message_stop"))
-    return Plan.streamed(events, first_token=first_token, token_events=last_token - first_token)
+    return [sse(message_delta, "message_delta"), sse({"type": "message_stop"}, "message_stop")]
+
+
+def _tail(answer: Answer, events: tuple[Template, ...], sent: int) -> Plan:
+    """The end of a stream aborted after ``sent`` events: the open block's stop, then the
+    ``pause_turn`` ending."""
+    heads = [event.parts[0] for event in events[:sent]]
+    started = sum(head.startswith(b"event: content_block_start") for head in heads)
+    stopped = sum(head.startswith(b"event: content_block_stop") for head in heads)
+    deltas = sum(head.startswith(b"event: content_block_delta") for head in heads)
+    out = []
+    if started > stopped:
+        out.append(sse({"type": "content_block_stop", "index": started - 1}, "content_block_stop"))
+    out += _ending(cut_short(answer, deltas))
+    return Plan.streamed(out, first_token=0, token_events=0)
+
+
+def _cut(answer: Answer, n: int) -> Plan:
+    cut = cut_short(answer, n)
+    return Plan.whole(orjson.dumps(_message(cut, _blocks(cut), True)), tokens=n)
 
 
 def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = None) -> Plan:
@@ -127,7 +160,7 @@ def plan_for(body: dict[str, Any], config: SimConfig, turn: ScriptTurn | None = 
     if answer.stream:
         return _events(answer)
     body_bytes = orjson.dumps(_message(answer, _blocks(answer), True))
-    return Plan.whole(body_bytes, tokens=len(answer.tokens))
+    return Plan.whole(body_bytes, tokens=len(answer.tokens), abort=partial(_cut, answer))
 
 
 def count_tokens_plan(body: dict[str, Any], config: SimConfig) -> Plan:
@@ -161,4 +194,5 @@ COUNT_TOKENS = Dialect(
     ids={},
     malformed_body=b'{"input_tokens": {not json',
     malformed_event=b"",  # never streamed
+    generates=False,
 )

@@ -19,7 +19,18 @@ from rolltap.sim.config import SimConfig
 from rolltap.sim.prefix import PromptTokens
 from rolltap.sim.script import ScriptTurn
 
-__all__ = ["CREATED", "Dialect", "Plan", "Template", "fragments", "hole", "sse"]
+__all__ = [
+    "CREATED",
+    "VERSION",
+    "Aborter",
+    "Dialect",
+    "Plan",
+    "Template",
+    "fragments",
+    "hole",
+    "sse",
+    "versioned",
+]
 
 
 def hole(name: str) -> orjson.Fragment:
@@ -29,6 +40,18 @@ def hole(name: str) -> orjson.Fragment:
 
 #: the request's Unix time, in seconds
 CREATED = hole("created")
+#: the weight version (a JSON string) when the answer is written: only in plans made with
+#: :func:`versioned` true
+VERSION = hole("version")
+
+
+def versioned(config: SimConfig) -> bool:
+    """Whether answers report the weight version (:data:`VERSION`): a version is set.
+
+    The handler plans with a :attr:`SimConfig.policy_version` set once the engine has a
+    version, so only whether it is set counts here; the version itself is the hole's.
+    """
+    return config.policy_version is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +78,11 @@ class Template:
 
 _EMPTY = Template((b"",))
 
+#: An aborted generation's answer: for a non-stream plan, given the tokens generated, the
+#: whole partial answer; for a stream, given the events written (at least ``first_token``),
+#: the events that end it.
+Aborter = Callable[[int], "Plan"]
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -75,18 +103,26 @@ class Plan:
     tokens: int
     #: whether the time-to-first-token delay applies (not to token counting)
     latency: bool
+    #: the answer when the generation is aborted (:data:`Aborter`); ``None``: the route
+    #: generates nothing to abort
+    abort: Aborter | None = None
 
     @classmethod
-    def whole(cls, body: bytes, *, tokens: int = 0, latency: bool = True) -> Plan:
+    def whole(
+        cls, body: bytes, *, tokens: int = 0, latency: bool = True, abort: Aborter | None = None
+    ) -> Plan:
         """A non-stream answer."""
-        return cls(False, Template.of(body), (), _EMPTY, 0, 0, tokens, latency)
+        return cls(False, Template.of(body), (), _EMPTY, 0, 0, tokens, latency, abort)
 
     @classmethod
-    def streamed(cls, events: list[bytes], *, first_token: int, token_events: int) -> Plan:
+    def streamed(
+        cls, events: list[bytes], *, first_token: int, token_events: int,
+        abort: Aborter | None = None,
+    ) -> Plan:  # fmt: skip
         """A stream of SSE events."""
         templates = tuple(Template.of(e) for e in events)
         joined = Template.of(b"".join(events))
-        return cls(True, _EMPTY, templates, joined, first_token, token_events, 0, True)
+        return cls(True, _EMPTY, templates, joined, first_token, token_events, 0, True, abort)
 
     @property
     def nbytes(self) -> int:
@@ -132,6 +168,8 @@ class Dialect:
     #: the plan for a request body that a script answers (:mod:`rolltap.sim.script`);
     #: ``None``: the route takes no script (token counting, the token routes)
     plan_turn: Callable[[dict[str, Any], SimConfig, ScriptTurn], Plan] | None = None
+    #: whether the route generates (the engine's pause holds it, an abort ends it)
+    generates: bool = True
     _names: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

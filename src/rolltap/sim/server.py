@@ -2,13 +2,13 @@
 
 OpenAI chat completions, Anthropic Messages, OpenAI Responses, and token-id completions
 (vLLM's ``/v1/completions`` and ``/inference/v1/generate``, llama.cpp's ``/completion``,
-SGLang's ``/generate``), told apart by route.
+SGLang's ``/generate``), told apart by route; and an RL engine's weight-update routes
+(:mod:`rolltap.sim.control`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 from collections.abc import Callable
 from types import TracebackType
@@ -20,7 +20,7 @@ from aiohttp import web
 from rolltap.sim.chat import CHAT
 from rolltap.sim.completions import COMPLETIONS
 from rolltap.sim.config import SimConfig
-from rolltap.sim.content import BadRequest
+from rolltap.sim.control import CONTROL_ROUTES, answer
 from rolltap.sim.generate import SGLANG, VLLM_GENERATE
 from rolltap.sim.handler import Handler
 from rolltap.sim.llamacpp import LLAMACPP
@@ -28,14 +28,14 @@ from rolltap.sim.messages import COUNT_TOKENS, MESSAGES
 from rolltap.sim.plan import Dialect
 from rolltap.sim.responses import RESPONSES
 from rolltap.sim.stats import Gate, SimStats, StatsBoard
-from rolltap.sim.tokenize import tokenize_answer
-from rolltap.sim.wire import error_response
+from rolltap.sim.tokenize import tokenize_response
+from rolltap.sim.weights import Weights
+from rolltap.sim.wire import AuthDigests, error_response
 
 __all__ = ["Simulator"]
 
 # Held or stalled requests are cancelled this long after aclose() starts.
 _SHUTDOWN_TIMEOUT = 0.25
-_DIGEST_CACHE_LIMIT = 1024
 _HEALTH = b'{"status":"ok"}'
 _ROUTES: dict[str, Dialect] = {
     "/v1/chat/completions": CHAT,
@@ -79,6 +79,12 @@ class Simulator:
                                           ``GET``/``HEAD /`` answers as ``/health``)
     ``GET /stats``                        :meth:`snapshot`: the counters, prefix-cache hits
                                           and requests per routing header value
+    ``GET /get_weight_version``           SGLang's: ``{"weight_version": V}``
+    ``POST /update_weight_version``       SGLang's: ``{"new_version", "abort_all_requests"}``
+                                          sets the version (aborting what is in flight)
+    ``POST /pause?mode=abort|wait|keep``  vLLM's pause; ``POST /resume``, ``GET /is_paused``
+    ``POST /pause_generation``            SGLang's pause (``{"mode": "abort" | "retract" |
+                                          "in_place"}``); ``POST /continue_generation``
     ====================================  ====================================================
 
     OpenAI SDKs take ``base_url=sim.base_url`` (``…/v1``); the Anthropic SDK appends
@@ -113,6 +119,13 @@ class Simulator:
     the SHA-256 of the ``Authorization`` value, else of ``x-api-key``, else ``none``), and
     :attr:`SimConfig.response_headers`.
 
+    Weights (:mod:`rolltap.sim.weights`, the routes: :mod:`rolltap.sim.control`): with a
+    version (:attr:`SimConfig.policy_version` or an update), SGLang's ``/generate`` reports
+    it in ``meta_info.weight_version`` and the OpenAI routes in ``metadata.weight_version``.
+    A pause holds new requests until the resume; an abort answers every generation in flight
+    at once with the tokens it had generated (a prefix of its whole answer) and the route's
+    abort reason; a frozen generation goes on, after the resume, with the same tokens.
+
     Per request, ``x-sim-fault: SPEC`` injects one fault instead of ``config.faults``
     (see :mod:`rolltap.sim.config`), and ``x-sim-gate: NAME`` holds the request at
     :meth:`gate` ``(NAME)`` (a stream after its first event) until the gate is opened.
@@ -133,9 +146,10 @@ class Simulator:
         self._port = port
         self._board = StatsBoard()
         self._gates: dict[str, Gate] = {}
-        self._handler = Handler(self.config, self._board, self.gate)
+        self._weights = Weights(self.config.policy_version, self._board)
+        self._handler = Handler(self.config, self._board, self.gate, self._weights)
         self._numbers = itertools.count(1)
-        self._digests: dict[str | None, str] = {}
+        self._digests = AuthDigests()
         self._models = orjson.dumps(
             {
                 "object": "list",
@@ -210,12 +224,20 @@ class Simulator:
         """Live counters (the same object across calls)."""
         return self._board.stats
 
+    @property
+    def weights(self) -> Weights:
+        """The engine's version, pause and generations in flight (what the weight-update
+        routes change)."""
+        return self._weights
+
     def snapshot(self) -> dict[str, Any]:
-        """What ``GET /stats`` answers: :meth:`SimStats.snapshot` and the prefix cache's
-        state (``prefix_cache``: capacity and cached blocks, block size, evictions, costs)."""
-        cache, config = self._handler.cache, self.config
+        """What ``GET /stats`` answers: :meth:`SimStats.snapshot`, the weights' state
+        (``weights``: version, paused) and the prefix cache's (``prefix_cache``: capacity
+        and cached blocks, block size, evictions, costs)."""
+        cache, config, weights = self._handler.cache, self.config, self._weights
         return {
             **self.stats.snapshot(),
+            "weights": {"version": weights.version, "paused": weights.paused},
             "prefix_cache": {
                 "capacity_blocks": cache.capacity,
                 "block_tokens": cache.block_tokens,
@@ -245,23 +267,11 @@ class Simulator:
         async with asyncio.timeout(timeout):
             return await self._board.wait_for(predicate)
 
-    def _auth_digest(self, request: web.BaseRequest) -> str:
-        value = request.headers.get("Authorization")
-        if value is None:
-            value = request.headers.get("x-api-key")
-        digest = self._digests.get(value)
-        if digest is None:
-            digest = "none" if value is None else hashlib.sha256(value.encode()).hexdigest()[:16]
-            if len(self._digests) >= _DIGEST_CACHE_LIMIT:
-                self._digests.clear()
-            self._digests[value] = digest
-        return digest
-
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         number = next(self._numbers)
         headers = {
             **self.config.response_headers,
-            "x-sim-auth-digest": self._auth_digest(request),
+            "x-sim-auth-digest": self._digests.of(request),
             "x-sim-request-id": f"sim-{number}",
         }
         path, method = request.path, request.method
@@ -278,14 +288,8 @@ class Simulator:
         if path == "/stats" and method == "GET":
             body = orjson.dumps(self.snapshot())
             return web.Response(body=body, content_type="application/json", headers=headers)
+        if path in CONTROL_ROUTES:
+            return await answer(self._weights, request, headers)
         if path == "/tokenize" and method == "POST" and self.config.tokenize:
-            return await self._tokenize(request, headers)
+            return await tokenize_response(request, self.config, headers)
         return error_response(404, f"no route {method} {path}", "not_found", headers)
-
-    async def _tokenize(self, request: web.BaseRequest, headers: dict[str, str]) -> web.Response:
-        try:
-            answer = tokenize_answer(orjson.loads(await request.read()), self.config)
-        except (orjson.JSONDecodeError, BadRequest) as exc:
-            return error_response(400, str(exc), "invalid_request", headers)
-        return web.Response(body=orjson.dumps(answer), content_type="application/json",
-                            headers=headers)  # fmt: skip

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ROUTING_HEADERS", "Gate", "SimStats", "StatsBoard"]
+__all__ = ["ROUTING_HEADERS", "Gate", "SimStats", "StatsBoard", "wait_either"]
 
 #: the headers a gateway sends to route a rollout's calls, and the :class:`SimStats`
 #: field that counts requests per value of each
@@ -28,7 +28,9 @@ class SimStats:
 
     ``completed`` counts responses written in full (error statuses included);
     ``disconnected`` counts requests whose client went away before that; a ``drop`` or
-    ``reset`` fault is counted in ``faults`` only.
+    ``reset`` fault is counted in ``faults`` only. The weight-update counters are
+    :mod:`rolltap.sim.weights`'s: a generation is a model request past the pause (not
+    ``count_tokens``).
     """
 
     requests: int = 0
@@ -56,6 +58,19 @@ class SimStats:
     #: scripted turns used per session (``""``: the shared session of calls without
     #: ``X-Rolltap-Rollout`` or ``X-Session-ID``); empty without a script
     script_turns: dict[str, int] = field(default_factory=dict)
+    #: generations in flight now (admitted, not yet answered), and of them those frozen by
+    #: a pause that keeps them (``/pause?mode=keep``, ``/pause_generation`` in place)
+    generating: int = 0
+    frozen: int = 0
+    #: new requests waiting for the end of a pause now
+    held: int = 0
+    #: generations answered as aborted (with what they had generated)
+    aborted: int = 0
+    #: ``POST /update_weight_version`` calls, and pauses (either engine's route)
+    weight_updates: int = 0
+    pauses: int = 0
+    #: tokens generated (a stream's token events), counted one by one when paced
+    tokens_generated: int = 0
 
     @property
     def prefix_hit_rate(self) -> float | None:
@@ -91,6 +106,13 @@ class SimStats:
             "requests_by_session": dict(self.requests_by_session),
             "requests_by_routing_key": dict(self.requests_by_routing_key),
             "script_turns": dict(self.script_turns),
+            "generating": self.generating,
+            "frozen": self.frozen,
+            "held": self.held,
+            "aborted": self.aborted,
+            "weight_updates": self.weight_updates,
+            "pauses": self.pauses,
+            "tokens_generated": self.tokens_generated,
         }
 
 
@@ -124,14 +146,29 @@ class Gate:
         """Release every current holder; later arrivals pass straight through."""
         self._opened.set()
 
-    async def hold(self) -> None:
-        """Wait at the gate until it is opened (the server calls this for a request)."""
+    async def hold(self, abort: asyncio.Event | None = None) -> None:
+        """Wait at the gate until it is opened, or until ``abort`` is set (the server calls
+        this for a request)."""
         self._held += 1
         self._reached.set()
         try:
-            await self._opened.wait()
+            if abort is None:
+                await self._opened.wait()
+            else:
+                await wait_either(self._opened, abort)
         finally:
             self._held -= 1
+
+
+async def wait_either(first: asyncio.Event, second: asyncio.Event) -> None:
+    """Wait until either event is set."""
+    if first.is_set() or second.is_set():
+        return
+    async with asyncio.TaskGroup() as group:
+        waits = [group.create_task(first.wait()), group.create_task(second.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()
 
 
 class StatsBoard:

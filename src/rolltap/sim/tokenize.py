@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+from aiohttp import web
+
 from rolltap.sim.config import SimConfig
 from rolltap.sim.content import BadRequest
 from rolltap.sim.vocab import VOCAB
+from rolltap.sim.wire import error_response
 
-__all__ = ["MAX_MODEL_LEN", "tokenize_answer"]
+__all__ = ["MAX_MODEL_LEN", "tokenize_answer", "tokenize_response"]
 
 #: the context length ``/tokenize`` reports (vLLM's ``max_model_len``)
 MAX_MODEL_LEN = 32768
@@ -41,3 +45,15 @@ def tokenize_answer(body: Any, config: SimConfig) -> dict[str, Any]:
     if llamacpp:
         return {"tokens": ids}
     return {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None}
+
+
+async def tokenize_response(
+    request: web.BaseRequest, config: SimConfig, headers: dict[str, str]
+) -> web.Response:
+    """Serve ``POST /tokenize`` (a bad body: 400)."""
+    try:
+        answer = tokenize_answer(orjson.loads(await request.read()), config)
+    except (orjson.JSONDecodeError, BadRequest) as exc:
+        return error_response(400, str(exc), "invalid_request", headers)
+    return web.Response(body=orjson.dumps(answer), content_type="application/json",
+                        headers=headers)  # fmt: skip

@@ -1,14 +1,16 @@
-"""HTTP-level helpers: OpenAI error responses, writing a response, resetting a connection."""
+"""HTTP-level helpers: OpenAI error responses, writing a response, resetting a connection,
+the digest of a request's credential."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import struct
 
 import orjson
 from aiohttp import web
 
-__all__ = ["error_headers", "error_response", "reset_connection", "send"]
+__all__ = ["AuthDigests", "error_headers", "error_response", "reset_connection", "send"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -17,6 +19,31 @@ _ERROR_TYPES = {
     404: "not_found_error",
     429: "rate_limit_error",
 }
+
+
+# Digests kept: a credential is hashed once, not per request.
+_DIGEST_CACHE_LIMIT = 1024
+
+
+class AuthDigests:
+    """``x-sim-auth-digest``: 16 hex chars of the SHA-256 of a request's ``Authorization``,
+    else of its ``x-api-key``, else ``none`` (the credential itself is never kept)."""
+
+    def __init__(self) -> None:
+        self._digests: dict[str | None, str] = {}
+
+    def of(self, request: web.BaseRequest) -> str:
+        """The digest of ``request``'s credential."""
+        value = request.headers.get("Authorization")
+        if value is None:
+            value = request.headers.get("x-api-key")
+        digest = self._digests.get(value)
+        if digest is None:
+            digest = "none" if value is None else hashlib.sha256(value.encode()).hexdigest()[:16]
+            if len(self._digests) >= _DIGEST_CACHE_LIMIT:
+                self._digests.clear()
+            self._digests[value] = digest
+        return digest
 
 
 def error_headers(status: int, headers: dict[str, str]) -> dict[str, str]:
