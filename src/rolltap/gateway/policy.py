@@ -50,7 +50,9 @@ def parse_pause_mode(value: Any) -> PauseMode:
     for mode in PAUSE_MODES:
         if value == mode:
             return mode
-    raise InvalidRequestError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, got {value!r}")
+    raise InvalidRequestError(
+        f"must be one of {', '.join(PAUSE_MODES)}, got {value!r}", field="mode"
+    )
 
 
 class _Cut:
@@ -164,7 +166,10 @@ class PolicyGate:
         self.held += 1
         try:
             async with asyncio.timeout(self.pause_max_s):
-                await self._open.wait()
+                # woken by a resume, it may find a new pause begun before it ran: then
+                # it waits on (not sent into the new pause)
+                while not self._open.is_set():
+                    await self._open.wait()
         except TimeoutError:
             self.refused += 1
             raise PausedError(

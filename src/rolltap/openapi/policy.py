@@ -57,7 +57,7 @@ def policy_paths(endpoints: Sequence[str] = ()) -> dict[str, Any]:
             "post": operation(
                 "Set the current policy version (every endpoint, or `endpoint`)",
                 {"200": json_ok(_POLICY), **errors(400)},
-                body=_body(version, ["version"], endpoints),
+                body=_body(version, ["version"], endpoints), body_required=True,
             ),
         },
         "/pause": {
@@ -65,7 +65,7 @@ def policy_paths(endpoints: Sequence[str] = ()) -> dict[str, Any]:
                 "Pause: new calls wait; hold lets calls in flight run on, drain answers "
                 "once none is left, abort cuts them",
                 {"200": json_ok(_POLICY), **errors(400, 502)},
-                body=_body(mode, ["mode"], endpoints),
+                body=_body(mode, ["mode"], endpoints), body_required=True,
             )
         },
         "/resume": {
