@@ -9,8 +9,9 @@ need to catch these.
 The tree, grouped by the boundary an error comes from: a caller's bad request (4xx),
 a usage or configuration mistake, the upstream model endpoint, the model-client pool,
 the store, the token client's renderers, ``rolltap serve``, a rollout's harness, the
-local model server, the trainer's policy (pauses, staleness), the gateway's own life. Most classes are defined here; the rest
-beside the code that raises them (``rolltap.store.errors`` holds the store's).
+local model server, the trainer's policy (pauses, staleness), the gateway's own life.
+Most classes are defined here; the rest beside the code that raises them
+(``rolltap.store.errors`` holds the store's).
 ``docs/errors.md`` lists each with its module, code, status and meaning
 (``python -m rolltap.errors_doc --markdown`` writes it)::
 
@@ -22,6 +23,7 @@ beside the code that raises them (``rolltap.store.errors`` holds the store's).
     │   └── HarnessExitError
     ├── LocalModelError
     ├── PolicyError
+    │   ├── ForwardPauseError
     │   ├── PausedError
     │   └── PolicyStaleError
     ├── PoolError
@@ -106,6 +108,7 @@ __all__ = [
     "BodyTooLargeError",
     "ClusterError",
     "ConfigError",
+    "ForwardPauseError",
     "GatewayClosedError",
     "HarnessDisconnectedError",
     "HarnessError",
@@ -503,6 +506,16 @@ class PolicyError(RolltapError):
 
     code = "policy_error"
     status = 503
+
+
+class ForwardPauseError(PolicyError):
+    """The engine did not take a pause or resume the gateway forwarded to it
+    (``forward_pause``): it answered an error status, or could not be reached. A failed
+    pause is undone (neither the gateway nor the engine's other replicas stay paused); a
+    failed resume leaves the gateway paused: retry it."""
+
+    code = "forward_pause_failed"
+    status = 502
 
 
 class PausedError(PolicyError):

@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from rolltap.clients.completions import COMPLETIONS_PATHS, completions_body, parse_completion
+from rolltap.clients.completions import (
+    COMPLETIONS_PATHS,
+    CompletionsFlavor,
+    completions_body,
+    continued_body,
+    parse_completion,
+)
 from rolltap.dialects.canonical import Usage
 from rolltap.errors import UpstreamProtocolError
 
@@ -64,11 +70,54 @@ def test_sglang_finish_reasons(finish: Any, stop: str) -> None:
 @pytest.mark.parametrize(("flavor", "body"), [
     ("sglang", _sgl({"type": "abort", "message": "dropped"})),
     ("vllm-generate", _vllm(finish_reason="abort")),
+    ("vllm", {"id": "c1", "choices": [{"text": "ab", "finish_reason": "abort", "token_ids": [4, 5],
+                                       "logprobs": {"token_logprobs": [-0.5, -1.0]}}]}),
 ])  # fmt: skip
-def test_an_abort_is_a_bad_response(flavor: Any, body: dict[str, Any]) -> None:
-    with pytest.raises(UpstreamProtocolError, match="aborted") as info:
-        parse_completion(flavor, body)
-    assert info.value.code == "upstream_bad_response"
+def test_an_abort_is_a_partial_completion_not_an_error(flavor: Any, body: dict[str, Any]) -> None:
+    """The ids sampled before the abort are kept, to be continued (no stop reason)."""
+    done = parse_completion(flavor, body)
+    assert done.aborted and done.ids == (4, 5) and done.stop_reason is None
+    assert not parse_completion(
+        flavor,
+        _sgl({"type": "length"})
+        if flavor == "sglang"
+        else {**body, "choices": [{**body["choices"][0], "finish_reason": "length"}]},
+    ).aborted
+
+
+@pytest.mark.parametrize(("flavor", "body"), [
+    ("sglang", _sgl({"type": "stop"}, weight_version="step-3")),
+    ("vllm-generate", {**_vllm(), "metadata": {"weight_version": 4}}),
+    ("vllm", {"choices": [{"text": "", "token_ids": [], "finish_reason": "stop", "logprobs": {}}],
+              "metadata": {"weight_version": "w"}}),
+])  # fmt: skip
+def test_the_engines_weight_version_is_read(flavor: Any, body: dict[str, Any]) -> None:
+    version = body.get("metadata", body.get("meta_info", {})).get("weight_version")
+    assert parse_completion(flavor, body).weight_version == str(version)
+    assert parse_completion("sglang", _sgl({"type": "stop"})).weight_version is None
+
+
+def test_a_continued_body_asks_for_the_rest_of_the_budget() -> None:
+    options = {"max_tokens": 8, "temperature": 0.5}
+    top: list[tuple[CompletionsFlavor, str, str]] = [
+        ("vllm", "prompt", "max_tokens"),
+        ("llamacpp", "prompt", "n_predict"),
+    ]
+    nested: list[tuple[CompletionsFlavor, str, str]] = [
+        ("vllm-generate", "token_ids", "max_tokens"),
+        ("sglang", "input_ids", "max_new_tokens"),
+    ]
+    for flavor, ids, budget in top:
+        first = completions_body(flavor, model="m", prompt_ids=[1, 2], options=options)
+        later = continued_body(flavor, first, prompt_ids=[1, 2, 7], max_tokens=5)
+        assert (later[ids], later[budget], first[ids], first[budget]) == ([1, 2, 7], 5, [1, 2], 8)
+        assert {k: v for k, v in later.items() if k not in (ids, budget)} == {
+            k: v for k, v in first.items() if k not in (ids, budget)}  # fmt: skip
+    for flavor, ids, budget in nested:
+        first = completions_body(flavor, model="m", prompt_ids=[1, 2], options=options)
+        later = continued_body(flavor, first, prompt_ids=[1, 2, 7], max_tokens=5)
+        assert (later[ids], later["sampling_params"][budget]) == ([1, 2, 7], 5)
+        assert first["sampling_params"][budget] == 8  # the first body is left as sent
 
 
 @pytest.mark.parametrize(("flavor", "body"), [

@@ -125,7 +125,14 @@ async def _check_tokens(row: dict[str, Any], events: list[Any]) -> None:
     assert [lp for lp, m in zip(logprobs, mask, strict=True) if m] == recorded
     assert all(lp is None for lp, m in zip(logprobs, mask, strict=True) if not m)
     (segment,) = row["segments"]
-    assert segment == {k: row[k] for k in ("prompt_ids", "completion_ids", "logprobs", "loss_mask")}
+    assert segment == {k: row[k] for k in (*TOKEN_COLUMNS[:4], "policy_versions")}
+    # one span per turn's completion (no version set), placed in completion_ids
+    n, gap = len(first["completion_ids"]), len(last["prompt_ids"]) - len(first["prompt_ids"])
+    assert row["policy_versions"] == [
+        {"version": None, "start": 0, "end": n},
+        {"version": None, "start": gap, "end": gap + len(last["completion_ids"])},
+    ]
+    assert row["continued"] == 0
 
 
 async def boxed(task: Task, ctx: HarnessContext) -> HarnessResult:
@@ -265,9 +272,10 @@ async def test_rewritten_history_and_malformed_records(tmp_path: Path) -> None:
     two, bad = datasets.load_from_disk(str(tmp_path / "out"))
     assert [two[col] for col in TOKEN_COLUMNS[:4]] == [None] * 4  # several sequences
     assert two["segments"] == [
-        {"prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-1.0], "loss_mask": [1]},
+        {"prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-1.0], "loss_mask": [1],
+         "policy_versions": [{"version": None, "start": 0, "end": 1}]},
         {"prompt_ids": [1, 9], "completion_ids": [4, 5], "logprobs": [None, None],
-         "loss_mask": [1, 1]},
+         "loss_mask": [1, 1], "policy_versions": [{"version": None, "start": 0, "end": 2}]},
     ]  # fmt: skip
     assert [bad[col] for col in TOKEN_COLUMNS] == [None] * 5
     assert bad["metadata"]["warnings"] == [done.warnings[0].removeprefix("s2: ")]

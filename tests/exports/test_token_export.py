@@ -32,7 +32,13 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 def _turn(seq: int, segment: int, p: list[int], c: list[int], lp: Any, reuse: str) -> Any:
     return {"seq": seq, "segment": segment, "prompt_ids": p, "completion_ids": c,
-            "completion_logprobs": lp, "prompt_reuse": reuse}  # fmt: skip
+            "completion_logprobs": lp, "prompt_reuse": reuse,
+            "policy_versions": spans((0, len(c))), "continued": 0}  # fmt: skip
+
+
+def spans(*ranges: tuple[int, int], version: str | None = None) -> list[dict[str, Any]]:
+    """Spans of one version (records without a version: null)."""
+    return [{"version": version, "start": a, "end": b} for a, b in ranges]
 
 
 async def test_extending_turns_make_one_sequence(store: Store) -> None:
@@ -45,6 +51,7 @@ async def test_extending_turns_make_one_sequence(store: Store) -> None:
         "tokens": [*P3, *C3],
         "loss_mask": [0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1],
         "logprobs": [None] * 3 + L1 + [None] * 2 + L2 + [None] + L3,
+        "policy_versions": spans((3, 5), (7, 8), (9, 12)),  # the sampled ids' places
     }
     assert line == {
         "format": "rolltap.tokens",
@@ -85,8 +92,14 @@ async def test_rewritten_history_starts_a_new_segment(store: Store) -> None:
             "tokens": [*P2, *C2],
             "loss_mask": [0, 0, 0, 1, 1, 0, 0, 1],
             "logprobs": [None] * 5 + [None, None] + L2,  # the first turn had no logprobs
+            "policy_versions": spans((3, 5), (7, 8)),
         },
-        {"tokens": [1, 2, 9, 20], "loss_mask": [0, 0, 0, 1], "logprobs": [None] * 3 + [-2.0]},
+        {
+            "tokens": [1, 2, 9, 20],
+            "loss_mask": [0, 0, 0, 1],
+            "logprobs": [None] * 3 + [-2.0],
+            "policy_versions": spans((3, 4)),
+        },
     ]
     assert [t["segment"] for t in line["turns"]] == [0, 0, 1]
     assert [t["prompt_reuse"] for t in line["turns"]] == ["full", "extend", "full"]

@@ -45,8 +45,11 @@ async def test_split_is_format_v1_unchanged(store: Store) -> None:
     line = lines[0]
     assert line["segments"] == [
         {"tokens": [*P2, *C2], "loss_mask": [0, 0, 0, 1, 1, 0, 0, 1],
-         "logprobs": [None] * 3 + L1 + [None] * 2 + L2},
-        {"tokens": [*P3, *C3], "loss_mask": [0] * 9 + [1, 1], "logprobs": [None] * 9 + L3},
+         "logprobs": [None] * 3 + L1 + [None] * 2 + L2,
+         "policy_versions": [{"version": None, "start": 3, "end": 5},
+                             {"version": None, "start": 7, "end": 8}]},
+        {"tokens": [*P3, *C3], "loss_mask": [0] * 9 + [1, 1], "logprobs": [None] * 9 + L3,
+         "policy_versions": [{"version": None, "start": 9, "end": 11}]},
     ]  # fmt: skip
     assert line["tokens"] is None and [t["segment"] for t in line["turns"]] == [0, 0, 1]
     # exactly the line the same records make without a drift record: no key added
@@ -70,7 +73,10 @@ async def test_keep_makes_one_sequence_as_last_sent_with_the_drift_marked(store:
         "tokens": [*P3, *C3],
         "loss_mask": [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1],
         "logprobs": [None, None, None, L1[0], None, None, None, None, None, *L3],
-    }
+        # the versions of the ids still sampled at their places
+        "policy_versions": [{"version": None, "start": 3, "end": 4},
+                            {"version": None, "start": 9, "end": 11}],
+    }  # fmt: skip
     assert line["segments"] == [sequence]
     assert {k: line[k] for k in sequence} == sequence
     assert [t["segment"] for t in line["turns"]] == [0, 0, 0]

@@ -1,6 +1,6 @@
 """The ``/generate`` backends (vLLM's ``/inference/v1/generate``, SGLang's ``/generate``)
 through the gateway against the simulator: a two-turn tool loop, stream and not, the
-exact ids and logprobs recorded, aborts and malformed answers as documented errors."""
+exact ids and logprobs recorded, endless aborts and malformed answers as documented errors."""
 
 from __future__ import annotations
 
@@ -127,9 +127,12 @@ async def test_a_two_turn_tool_loop_records_exact_ids_and_logprobs(
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("api", APIS)
-async def test_an_aborted_generation_is_upstream_bad_response(
+async def test_a_generation_aborted_every_time_ends_upstream_aborted(
     api: str, stream: bool, sim: Simulator, tokenizer_dir: Path, http: aiohttp.ClientSession
 ) -> None:
+    """An aborted generation is continued (abort and continue); one the engine aborts on
+    every try, with no id sampled, ends ``upstream_aborted`` after the bounded number of
+    continuations."""
     gateway = await _gateway(sim.base_url, tokenizer_dir, api)
     try:
         # a run setting the canonical model has no field for goes upstream as named: the
@@ -142,10 +145,11 @@ async def test_an_aborted_generation_is_upstream_bad_response(
     finally:
         await gateway.aclose()
     body: Any = info.value.body
-    assert body is not None and body["code"] == "upstream_bad_response"
-    assert "aborted" in body["message"]
+    assert body is not None and body["code"] == "upstream_aborted"
+    assert "gave up after 16 continuations" in body["message"]
+    assert sim.stats.requests == 17
     assert [e["kind"] for e in evs] == ["model_request", "model_error"]
-    assert evs[1]["payload"]["code"] == "upstream_bad_response"
+    assert evs[1]["payload"]["code"] == "upstream_aborted"
 
 
 # fmt: off

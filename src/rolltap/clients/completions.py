@@ -17,12 +17,20 @@ ids it sampled, with their logprobs:
 - ``sglang``: SGLang's native ``POST /generate`` (at the root) with ``input_ids``,
   ``sampling_params`` and ``return_logprob``; the answer has ``output_ids`` and
   ``meta_info`` (counts, ``finish_reason.type``, ``output_token_logprobs``), no text
-  the parsers can use. A ``finish_reason.type`` of ``abort`` is ``upstream_bad_response``.
+  the parsers can use.
 
 All are parsed into one :class:`Completion`; the sampled ids include the end-of-turn
 token when the model stopped on it (servers leave it out of the text only). The two
 ``/generate`` flavors leave ``text`` None: the token client decodes the ids locally.
 A max token count is always sent (engine defaults differ, 16 or 128).
+
+An engine that aborts a generation (a weight update, an abort-all, a pause) answers the
+ids it had sampled so far: SGLang's ``finish_reason.type`` ``abort``, vLLM's
+``finish_reason`` ``abort`` (both its flavors). That is :attr:`Completion.aborted`, not an
+error: the token client continues the completion (:mod:`rolltap.clients.continuation`)
+from the prompt + those ids (:func:`continued_body`). llama.cpp has no such answer (a
+cancelled slot answers nothing). The engine's weight version, where it reports one, is
+:attr:`Completion.weight_version`.
 
 >>> completions_body("llamacpp", model="m", prompt_ids=[1, 2], options={"max_tokens": 8})
 {'prompt': [1, 2], 'n_predict': 8, 'n_probs': 1, 'return_tokens': True, 'cache_prompt': True}
@@ -30,11 +38,13 @@ A max token count is always sent (engine defaults differ, 16 or 128).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from rolltap.clients.completions_llamacpp import per_id
+from rolltap.clients.weight_version import reported_version
 from rolltap.dialects.canonical import StopReason, Usage
 from rolltap.errors import UpstreamProtocolError
 
@@ -44,6 +54,7 @@ __all__ = [
     "Completion",
     "CompletionsFlavor",
     "completions_body",
+    "continued_body",
     "last_event",
     "parse_completion",
 ]
@@ -80,6 +91,11 @@ class Completion:
     logprobs: tuple[float | None, ...] | None
     stop_reason: StopReason | None
     usage: Usage
+    #: the engine aborted the generation: ``ids`` are those it sampled before (the stop
+    #: reason None)
+    aborted: bool = False
+    #: the weight version the engine reported in the answer (None: it reported none)
+    weight_version: str | None = None
 
 
 def completions_body(
@@ -116,21 +132,52 @@ def completions_body(
 def parse_completion(
     flavor: CompletionsFlavor, body: Mapping[str, Any], *, prompt_len: int = 0
 ) -> Completion:
-    """The upstream's answer; :class:`UpstreamProtocolError` when it lacks the ids, or
-    when the engine says it aborted the request. ``prompt_len`` counts the prompt when
-    the answer has no usage."""
+    """The upstream's answer (an aborted generation's too: :attr:`Completion.aborted`);
+    :class:`UpstreamProtocolError` when it lacks the ids. ``prompt_len`` counts the
+    prompt when the answer has no usage."""
     try:
         if flavor == "llamacpp":
-            return _llamacpp(body)
-        if flavor == "vllm-generate":
-            return _vllm_generate(body, prompt_len)
-        if flavor == "sglang":
-            return _sglang(body)
-        return _vllm(body)
+            done = _llamacpp(body)
+        elif flavor == "vllm-generate":
+            done = _vllm_generate(body, prompt_len)
+        elif flavor == "sglang":
+            done = _sglang(body)
+        else:
+            done = _vllm(body)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise UpstreamProtocolError(
             f"upstream completion is missing token ids or logprobs ({flavor}): {exc!r}"
         ) from exc
+    version = reported_version(body)
+    return done if version is None else dataclasses.replace(done, weight_version=version)
+
+
+#: where each flavor's request body holds the prompt ids and the token budget
+_PROMPT_FIELD = {"vllm": "prompt", "llamacpp": "prompt", "vllm-generate": "token_ids",
+                 "sglang": "input_ids"}  # fmt: skip
+_BUDGET_FIELD = {"vllm": "max_tokens", "llamacpp": "n_predict", "vllm-generate": "max_tokens",
+                 "sglang": "max_new_tokens"}  # fmt: skip
+
+
+def continued_body(
+    flavor: CompletionsFlavor, body: Mapping[str, Any], *, prompt_ids: Sequence[int],
+    max_tokens: int,
+) -> dict[str, Any]:  # fmt: skip
+    """``body`` (one :func:`completions_body` made) asking instead to continue
+    ``prompt_ids`` (the prompt + the ids sampled so far) for at most ``max_tokens``.
+
+    >>> first = completions_body("sglang", model="m", prompt_ids=[1], options={"max_tokens": 8})
+    >>> later = continued_body("sglang", first, prompt_ids=[1, 5, 6], max_tokens=6)
+    >>> later["input_ids"], later["sampling_params"]["max_new_tokens"]
+    ([1, 5, 6], 6)
+    """
+    out = dict(body)
+    out[_PROMPT_FIELD[flavor]] = list(prompt_ids)
+    if "sampling_params" in out:
+        out["sampling_params"] = {**out["sampling_params"], _BUDGET_FIELD[flavor]: max_tokens}
+    else:
+        out[_BUDGET_FIELD[flavor]] = max_tokens
+    return out
 
 
 def _vllm(body: Mapping[str, Any]) -> Completion:
@@ -151,6 +198,7 @@ def _vllm(body: Mapping[str, Any]) -> Completion:
         logprobs=None if values is None else tuple(float(v) for v in values),
         stop_reason=stop,
         usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        aborted=finish == "abort",
     )  # fmt: skip
 
 
@@ -182,10 +230,6 @@ def last_event(raw: bytes) -> bytes | None:
     return last
 
 
-def _aborted(flavor: str) -> UpstreamProtocolError:
-    return UpstreamProtocolError(f"upstream aborted the generation ({flavor})")
-
-
 def _ints(values: Any) -> tuple[int, ...]:
     if not isinstance(values, list) or not all(type(v) is int for v in values):
         raise ValueError("token ids must be a list of integers")
@@ -196,8 +240,6 @@ def _vllm_generate(body: Mapping[str, Any], prompt_len: int) -> Completion:
     choice = body["choices"][0]
     ids = _ints(choice["token_ids"])
     finish = choice.get("finish_reason")
-    if finish == "abort":
-        raise _aborted("vllm-generate")
     content = (choice.get("logprobs") or {}).get("content")
     values = None if content is None else tuple(float(c["logprob"]) for c in content)
     if values is not None and len(values) != len(ids):
@@ -211,6 +253,7 @@ def _vllm_generate(body: Mapping[str, Any], prompt_len: int) -> Completion:
     return Completion(
         id=str(body.get("request_id") or body.get("id") or ""), model=str(body.get("model", "")),
         text=None, ids=ids, logprobs=values, stop_reason=stop, usage=counts,
+        aborted=finish == "abort",
     )  # fmt: skip
 
 
@@ -218,8 +261,6 @@ def _sglang(body: Mapping[str, Any]) -> Completion:
     meta = body["meta_info"]
     finish = meta.get("finish_reason") or {}
     kind = finish.get("type") if isinstance(finish, dict) else None
-    if kind == "abort":
-        raise _aborted("sglang")
     ids = _ints(body["output_ids"])
     entries = meta.get("output_token_logprobs")
     values = None if entries is None else tuple(float(e[0]) for e in entries)
@@ -234,4 +275,5 @@ def _sglang(body: Mapping[str, Any]) -> Completion:
         id=str(meta.get("id", "")), model=str(body.get("model", "")), text=None, ids=ids,
         logprobs=values, stop_reason=stop,
         usage=Usage(int(meta["prompt_tokens"]), int(meta["completion_tokens"])),
+        aborted=kind == "abort",
     )  # fmt: skip

@@ -10,7 +10,9 @@ engine      pause (hold / drain / abort)                resume
 ==========  ==========================================  =========================
 
 SGLang has no mode that waits for requests in flight: the gateway drains them first,
-then pauses the engine in place.
+then pauses the engine in place. An engine that answers an error status, or cannot be
+reached, fails the change with :class:`~rolltap.errors.ForwardPauseError` (502, whatever
+the engine's own status: the trainer's call failed because of the engine, not itself).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import orjson
 
 from rolltap.clients.relay import RelayClient
-from rolltap.errors import UpstreamStatusError
+from rolltap.errors import ForwardPauseError, UpstreamError
 
 __all__ = ["ENGINES", "forward_pause", "forward_resume"]
 
@@ -42,10 +44,16 @@ async def forward_resume(client: RelayClient, engine: str) -> None:
 
 
 async def _post(client: RelayClient, path: str, body: bytes) -> None:
-    async with client.send(path, body, {}, rollout_id="policy", from_root=True) as up:
-        raw = await up.read()
-        if up.status >= 300:
-            raise UpstreamStatusError(
-                f"the engine answered POST {path} with HTTP {up.status}",
-                upstream_status=up.status, body=raw,
-            )  # fmt: skip
+    try:
+        async with client.send(path, body, {}, rollout_id="policy", from_root=True) as up:
+            raw = await up.read()
+    except UpstreamError as exc:
+        raise ForwardPauseError(
+            f"the engine at {client.endpoint.base_url} did not take POST {path}: {exc.message}"
+        ) from exc
+    if up.status >= 300:
+        text = raw[:200].decode("utf-8", "replace")
+        raise ForwardPauseError(
+            f"the engine at {client.endpoint.base_url} answered POST {path} with HTTP "
+            f"{up.status}: {text}"
+        )

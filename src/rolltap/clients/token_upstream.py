@@ -9,10 +9,12 @@ ids; the sampled ids, decoded locally with special tokens kept, are parsed back 
 text, reasoning and tool calls by the endpoint's ``tool_parser`` and ``reasoning_parser``
 (:mod:`rolltap.tokens.parsers`). The answer is whole (tool calls can only be parsed
 then): the gateway delivers it in the harness's dialect, as a stream when it asked for
-one, with keepalives while it waits. Both events carry ``tokens``: the request's prompt
-length and how it was rendered, the response's exact prompt ids, completion ids and
-logprobs; both add ``drift`` when the prompt does not extend the previous prompt +
-completion (:mod:`rolltap.tokens.drift`).
+one, with keepalives while it waits. A completion cut by an ``abort`` pause or aborted by
+the engine is continued until whole (:mod:`rolltap.clients.continuation`). Both events
+carry ``tokens``: the request's prompt length and how it was rendered, the response's
+exact prompt ids, completion ids and logprobs, the policy version of each span of them
+and how many times the completion was continued; both add ``drift`` when the prompt does
+not extend the previous prompt + completion (:mod:`rolltap.tokens.drift`).
 """
 
 from __future__ import annotations
@@ -20,21 +22,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
-
-import orjson
 
 from rolltap.clients.completions import (
     COMPLETIONS_PATHS,
     ROOT_FLAVORS,
     Completion,
     completions_body,
-    last_event,
-    parse_completion,
 )
-from rolltap.clients.completions_llamacpp import fold_stream
-from rolltap.clients.relay import RelayClient, relayed_headers
+from rolltap.clients.continuation import Continuation, Continued
+from rolltap.clients.relay import RelayClient, UpstreamResponse
 from rolltap.clients.upstream import Answer, CallGate, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.canonical import Reasoning, Request, Response, Tool
@@ -42,7 +40,6 @@ from rolltap.dialects.chat.dialect import response_from_canonical as chat_respon
 from rolltap.dialects.registry import get_dialect
 from rolltap.dialects.translate import Dropped, canonical_request
 from rolltap.errors import TokenizerError
-from rolltap.http.json_body import upstream_json_object
 from rolltap.tokens import RendererConfig, RendererRegistry, request_to_template
 from rolltap.tokens.drift import Drift
 from rolltap.tokens.handle import RendererHandle
@@ -75,6 +72,8 @@ class TokenRequest(UpstreamRequest):
     tools: tuple[Tool, ...] = dataclasses.field(default=(), kw_only=True)
     #: where ``prompt`` parts from the previous prompt + completion (None: it extends them)
     drift: Drift | None = dataclasses.field(default=None, kw_only=True)
+    #: the completion's budget (a continued completion's parts share it)
+    max_tokens: int = dataclasses.field(default=DEFAULT_MAX_TOKENS, kw_only=True)
 
 
 class TokenUpstream:
@@ -117,34 +116,38 @@ class TokenUpstream:
         )  # fmt: skip
         record = {"tokens": {"prompt_len": len(prompt.ids), **_how(prompt, drift)}}
         return TokenRequest(
-            call, body, rewrites, record, prompt=prompt, tools=tuple(request.tools), drift=drift
-        )
+            call, body, rewrites, record, prompt=prompt, tools=tuple(request.tools), drift=drift,
+            max_tokens=int(options["max_tokens"]),
+        )  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: TokenRequest) -> AsyncIterator[Reply]:
+        """Send the completion, continued in parts when it is cut (its body waits for
+        them: :class:`~rolltap.clients.continuation.Continuation`)."""
         api, call = self.endpoint.completions_api, request.call
-        send = self.client.send(
-            COMPLETIONS_PATHS[api], orjson.dumps(request.body), call.headers,
-            rollout_id=call.rollout_id, from_root=api in ROOT_FLAVORS,
-        )  # fmt: skip
-        async with send as up:
-            yield Reply(
-                up.status, relayed_headers(up.headers), "answer", self.errors, up,
-                functools.partial(self._answer, request),
-                retry_after=up.headers.get("Retry-After"),
+
+        def send(body: bytes) -> AbstractAsyncContextManager[UpstreamResponse]:
+            return self.client.send(
+                COMPLETIONS_PATHS[api], body, call.headers, rollout_id=call.rollout_id,
+                from_root=api in ROOT_FLAVORS,
             )  # fmt: skip
 
-    async def _answer(self, request: TokenRequest, raw: bytes) -> Answer:
-        api = self.endpoint.completions_api
-        if api == "sglang":
-            # asked for a whole answer; a server that streams anyway sends cumulative chunks
-            raw = last_event(raw) or raw
-        # llama.cpp is streamed when stop strings are set (the events keep every logprob)
-        folded = fold_stream(raw) if api == "llamacpp" else None
-        parsed = upstream_json_object(raw) if folded is None else folded
-        completion = parse_completion(
-            self.endpoint.completions_api, parsed, prompt_len=len(request.prompt.ids)
-        )
+        parts = Continuation(
+            api, request.body, request.prompt.ids, send, max_tokens=request.max_tokens,
+            gate=self.gate, errors=self.errors,
+        )  # fmt: skip
+        async with parts:
+            head = await parts.head()
+            yield Reply(
+                head.status, head.headers, "answer", self.errors, parts,
+                functools.partial(self._answer, request, parts), retry_after=head.retry_after,
+            )  # fmt: skip
+
+    async def _answer(self, request: TokenRequest, parts: Continuation, raw: bytes) -> Answer:
+        done = parts.result
+        if done is None:  # an error status is never parsed: the gateway raises it
+            raise RuntimeError("no completion to parse")
+        completion = done.completion
         async with self.renderers.shared(renderer_config(self.endpoint)).acquire() as renderer:
             text = await sampled_text(renderer, completion)
         answer = self._response(completion, text, request)
@@ -152,10 +155,12 @@ class TokenUpstream:
         self.turns.sampled(request.prompt, completion.ids, reasoning=reasoning)
         # the body is the raw completion; the message is what it parsed to (tool calls)
         message = chat_response(answer)["choices"][0]["message"]
-        record = {"message": message, "tokens": _tokens(request, completion)}
+        record = {"message": message, "tokens": _tokens(request, done)}
+        if done.engine_version is not None:  # the gateway stamps the engine's own version
+            record["policy_version"] = done.engine_version
         if "parse_problems" in answer.extra:  # answered as plain text: say why
             record["parse_problems"] = answer.extra["parse_problems"]
-        return Answer(parsed, raw, answer, record)
+        return Answer(done.body, raw, answer, record)
 
     def _response(self, completion: Completion, text: str, request: TokenRequest) -> Response:
         call_id, parser = request.call.call_id, self.parser
@@ -241,11 +246,14 @@ def _how(prompt: RenderedPrompt, drift: Drift | None) -> dict[str, Any]:
     return how
 
 
-def _tokens(request: TokenRequest, completion: Completion) -> dict[str, Any]:
+def _tokens(request: TokenRequest, done: Continued) -> dict[str, Any]:
     """The response event's token record (docs/events.md, "Token records")."""
+    completion = done.completion
     return {
         "prompt_ids": list(request.prompt.ids),
         "completion_ids": list(completion.ids),
         "completion_logprobs": None if completion.logprobs is None else list(completion.logprobs),
+        "policy_versions": done.spans,
+        "continued": done.continued,
         **_how(request.prompt, request.drift),
     }

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: version of the columns (docs/datasets-export.md); major bumped on incompatible changes
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 #: a new shard starts once the current one holds this many bytes
 DEFAULT_SHARD_BYTES = 256 << 20
 _BATCH_ROWS = 64
@@ -70,8 +70,9 @@ def features() -> Any:
     tool_call = {"id": string, "type": string, "function": {"name": string, "arguments": string}}
     message = {"role": string, "content": string, "reasoning_content": string,
                "tool_calls": [tool_call], "tool_call_id": string, "name": string}  # fmt: skip
+    span = {"version": string, "start": i64, "end": i64}
     sequence = {"prompt_ids": [i64], "completion_ids": [i64], "logprobs": [f64],
-                "loss_mask": [ds.Value("int8")]}  # fmt: skip
+                "loss_mask": [ds.Value("int8")], "policy_versions": [span]}  # fmt: skip
     call = {"model": string, "dialect": string, "upstream_dialect": string,
             "stream": ds.Value("bool"), "status": i64, "finish_reason": string,
             "error_code": string, "prompt_tokens": i64, "completion_tokens": i64,
@@ -88,6 +89,7 @@ def features() -> Any:
                      "warnings": [string]},
         **sequence,
         "segments": [sequence],
+        "continued": i64,
     })  # fmt: skip
 
 

@@ -178,16 +178,21 @@ def drifted(events: Sequence[Event]) -> bool:
 
 
 def _split(segment: Segment, prompt_len: int) -> dict[str, Any]:
-    """A sequence as prompt + completion, mask and logprobs aligned with the completion."""
+    """A sequence as prompt + completion, mask, logprobs and version spans aligned with
+    the completion (every sampled id is past the first turn's prompt)."""
+    spans = [{**s, "start": s["start"] - prompt_len, "end": s["end"] - prompt_len}
+             for s in segment.policy_versions]  # fmt: skip
     return {"prompt_ids": segment.tokens[:prompt_len],
             "completion_ids": segment.tokens[prompt_len:],
             "logprobs": segment.logprobs[prompt_len:],
-            "loss_mask": segment.loss_mask[prompt_len:]}  # fmt: skip
+            "loss_mask": segment.loss_mask[prompt_len:],
+            "policy_versions": spans}  # fmt: skip
 
 
 _NO_TOKENS: dict[str, Any] = dict.fromkeys(
-    ("prompt_ids", "completion_ids", "logprobs", "loss_mask", "segments")
-)
+    ("prompt_ids", "completion_ids", "logprobs", "loss_mask", "policy_versions", "segments",
+     "continued")
+)  # fmt: skip
 
 
 def token_columns(events: Sequence[Event], warnings: list[str]) -> dict[str, Any]:
@@ -206,7 +211,7 @@ def token_columns(events: Sequence[Event], warnings: list[str]) -> dict[str, Any
         first.setdefault(segment, turn)
     split = [_split(s, len(first[n].prompt_ids)) for n, s in enumerate(segments)]
     flat = split[0] if len(split) == 1 else dict.fromkeys(split[0])
-    return {**flat, "segments": split}
+    return {**flat, "segments": split, "continued": sum(t.continued for t in turns)}
 
 
 def _metadata(info: SessionInfo, warnings: list[str]) -> dict[str, Any]:

@@ -133,6 +133,8 @@ def rollout_line(
                 "completion_ids": turn.completion_ids,
                 "completion_logprobs": turn.completion_logprobs,
                 "prompt_reuse": turn.render,
+                "policy_versions": turn.policy_versions,
+                "continued": turn.continued,
                 **({} if mark is None else {"drift": mark}),
             }
             for turn, segment, mark in zip(turns, placed, marks, strict=True)
@@ -141,6 +143,7 @@ def rollout_line(
         "tokens": single.tokens if single else None,
         "loss_mask": single.loss_mask if single else None,
         "logprobs": single.logprobs if single else None,
+        "policy_versions": single.policy_versions if single else None,
         "metadata": {
             "user": info.user,
             "run_name": run_name,

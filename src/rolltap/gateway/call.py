@@ -6,7 +6,9 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
 
 1. rewrite: the upstream makes the call its own request; the request event records
    what the harness sent, the rewrites and whatever the upstream adds;
-2. call: the upstream sends it, within the endpoint's cap on calls in flight;
+2. call: past the endpoint's policy gate (held there while a trainer pauses it,
+   :mod:`rolltap.gateway.policy`), the upstream sends it, within the endpoint's cap on
+   calls in flight;
 3. deliver: :func:`path_of`, the one place that decides it, picks how the reply
    reaches the harness — the upstream's stream relayed as it arrives (translated event
    by event when the dialects differ), or a whole answer as a body or made into a
@@ -130,7 +132,6 @@ class ModelCall(CallEvents):
         if self.lookup.replay is not None:
             return await self.replay(self.lookup.replay)
         rollout.admit_call()
-        rollout.admit_policy()
         if rollout.pin is not None:  # re-pinned first if its replica is down
             self.replica = await rollout.pin.route(rollout)
         sent = await self.upstream.rewrite(
@@ -139,11 +140,16 @@ class ModelCall(CallEvents):
                 rollout.sampling, self.stream,
             )
         )  # fmt: skip
-        self.defer_request(sent)
         if rollout.gate is not None:  # paused: held here, in arrival order
             await rollout.gate.wait_open()
+        # From the gate on, nothing awaits until the call counts as in flight (a drain
+        # waits for it, an abort cuts it), even while it queues for a slot. Staleness is
+        # judged as it leaves the gate: a call held through an update goes out under the
+        # new version. Its request event says it was sent only once it is.
+        rollout.admit_policy()
+        self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
-        async with slot, self.cuttable(), self.upstream.call(sent) as reply:
+        async with self.cuttable(), slot, self.upstream.call(sent) as reply:
             self.flush_request()
             self.t_headers = time.perf_counter()
             recorded, response = await self.deliver(reply)

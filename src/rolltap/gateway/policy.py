@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal, get_args
 
+from rolltap.clients.weight_version import reported_version
 from rolltap.errors import (
     InvalidRequestError,
     PausedError,
@@ -49,22 +50,9 @@ def parse_pause_mode(value: Any) -> PauseMode:
     for mode in PAUSE_MODES:
         if value == mode:
             return mode
-    raise InvalidRequestError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, got {value!r}")
-
-
-def reported_version(body: Any) -> str | None:
-    """The weight version an engine put in its answer ``body``: SGLang's
-    ``meta_info.weight_version`` (``/generate``), or ``metadata.weight_version`` (an
-    OpenAI-shaped answer of SGLang's or the simulator's); None when it put none."""
-    if not isinstance(body, dict):
-        return None
-    for key in ("metadata", "meta_info"):
-        holder = body.get(key)
-        if isinstance(holder, dict):
-            version = holder.get("weight_version")
-            if isinstance(version, str | int) and not isinstance(version, bool):
-                return str(version)
-    return None
+    raise InvalidRequestError(
+        f"must be one of {', '.join(PAUSE_MODES)}, got {value!r}", field="mode"
+    )
 
 
 class _Cut:
@@ -178,7 +166,10 @@ class PolicyGate:
         self.held += 1
         try:
             async with asyncio.timeout(self.pause_max_s):
-                await self._open.wait()
+                # woken by a resume, it may find a new pause begun before it ran: then
+                # it waits on (not sent into the new pause)
+                while not self._open.is_set():
+                    await self._open.wait()
         except TimeoutError:
             self.refused += 1
             raise PausedError(

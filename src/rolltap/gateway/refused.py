@@ -61,6 +61,8 @@ class Arrival:
             {
                 "intercept_id": call_id, **err.to_dict(), "stream": request["stream"],
                 "timing": {"ttfb_ms": None, "ttfc_ms": None, "total_ms": total_ms},
+                # as every model_error: the version current when the call failed
+                **({} if rollout.gate is None else {"policy_version": rollout.gate.version}),
             },
         )  # fmt: skip
         context.stats.record_error(err.code)

@@ -48,8 +48,8 @@ _WHY = {
     413: "request_too_large",
     429: "auth_rate_limited (after 10 failed authentications a minute) / model_pool_full "
     "/ service_full; Retry-After says when to retry",
-    502: "upstream_http_error / upstream_unreachable: the engine did not take a forwarded "
-    "pause or resume (forward_pause)",
+    502: "forward_pause_failed: the engine did not take a pause or resume forwarded to it "
+    "(forward_pause)",
     503: "gateway_closed / service_draining / store_unavailable (the store is unreachable: "
     "retry after Retry-After)",
     507: "store_full: a write found the store full; new batches are refused for Retry-After "
