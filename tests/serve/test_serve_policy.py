@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from rolltap.config import EndpointConfig
-from rolltap.errors import InvalidRequestError, UpstreamConnectionError, UpstreamStatusError
+from rolltap.errors import ForwardPauseError, InvalidRequestError
 from rolltap.events import Event
 from rolltap.serve import ServeClient
 from rolltap.serve.supervisor.worker_slots import WorkerSlots
@@ -193,18 +193,24 @@ async def test_a_forwarded_pause_reaches_the_engine_once_and_its_error_the_calle
         await client.resume(endpoint="engine")
         assert seen == ["/pause?mode=keep", "/resume"]
         fail["status"] = 500
-        with pytest.raises(UpstreamStatusError) as refused:
+        with pytest.raises(ForwardPauseError) as refused:
             await client.pause("drain", endpoint="engine")
+        undone = await client.policy()
         with pytest.raises(InvalidRequestError):
             await client.pause("hold", endpoint="nope")
-    assert (refused.value.code, refused.value.upstream_status) == ("upstream_http_error", 500)
+    assert (refused.value.code, refused.value.status) == ("forward_pause_failed", 502)
+    assert "HTTP 500" in refused.value.message
+    # the pause the engine refused is undone on every worker, not left half made
+    assert undone["endpoints"]["engine"]["paused"] is None
+    assert {w["endpoints"]["engine"]["paused"] for w in undone["workers"]} == {None}
 
 
 async def test_an_unreachable_engine_is_the_callers_error(start_service: ServiceFactory) -> None:
     dead = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", forward_pause="sglang")
     service = await start_service(endpoints=[dead])
     async with ServeClient(service.url, TOKEN) as client:
-        with pytest.raises(UpstreamConnectionError):
+        with pytest.raises(ForwardPauseError) as unreachable:
             await client.pause("abort")
         state = await client.policy()
-    assert state["endpoints"][ENDPOINT]["paused"] == "abort"  # as asked: ask again, or resume
+    assert "did not take POST /pause_generation" in unreachable.value.message
+    assert state["endpoints"][ENDPOINT]["paused"] is None

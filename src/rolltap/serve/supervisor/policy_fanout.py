@@ -4,8 +4,9 @@
 gateway's routes, :mod:`rolltap.gateway.policy_routes`) drive a :class:`ServicePolicy`.
 Each change is recorded here, then sent as a ``policy`` frame to every ready worker, and
 answered once every one of them has applied it (a ``drain`` once none has a call in
-flight); a worker's error comes back as the caller's (the others keep the change: ask
-again, or resume). A worker lost meanwhile is not waited for: its replacement, like any
+flight); a worker's error comes back as the caller's, and a pause the engine did not take
+(``forward_pause_failed``) is undone on every worker, as the gateway undoes its own. A
+worker lost meanwhile is not waited for: its replacement, like any
 worker that becomes ready, gets the recorded state in a ``sync`` frame before its first
 rollout.
 
@@ -138,15 +139,28 @@ class ServicePolicy:
         """Pause ``endpoint`` (None: every endpoint) on every worker; with ``drain``, once
         no worker has a call in flight. The answer adds how many requests were cut."""
         names = self._named(endpoint)
+        fresh = [name for name in names if self._state[name].paused is None]
         for name in names:
             st = self._state[name]
             if st.paused is None:
                 st.paused_at, st.pauses = time.monotonic(), st.pauses + 1
             st.paused = mode
         frame = {"op": "pause", "mode": mode, "endpoint": endpoint}
-        replies = await self._phased(frame, names, engine_last=True)
+        try:
+            replies = await self._phased(frame, names, engine_last=True)
+        except RolltapError:
+            await self._undo(fresh)
+            raise
         cut = sum(_count(reply.get("value"), "cut") for reply in replies)
         return {**self.policy(), "cut": cut}
+
+    async def _undo(self, names: list[str]) -> None:
+        """A pause the engine did not take is undone, as the gateway undoes its own: the
+        endpoints it paused are resumed on every worker's gates (the worker that told the
+        engine undid its part already); those paused before stay paused."""
+        for name in names:
+            self._state[name].paused = self._state[name].paused_at = None
+            await self._fan_out({"op": "resume", "endpoint": name, "forward": False})
 
     async def resume(self, *, endpoint: str | None = None) -> dict[str, Any]:
         """End the pause of ``endpoint`` (None: every endpoint) on every worker."""
