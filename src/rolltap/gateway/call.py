@@ -147,6 +147,8 @@ class ModelCall(CallEvents):
         # judged as it leaves the gate: a call held through an update goes out under the
         # new version. Its request event says it was sent only once it is.
         rollout.admit_policy()
+        if rollout.gate is not None:
+            self.sent_version = rollout.gate.version
         self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         async with self.cuttable(), slot, self.upstream.call(sent) as reply:

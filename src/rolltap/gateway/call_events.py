@@ -36,8 +36,8 @@ class CallEvents:
 
     __slots__ = (
         "answered", "body", "delivery", "found", "harness", "intercept", "lookup", "pending",
-        "prefix", "replica", "requested", "rollout", "stats", "stream", "t_first",
-        "t_headers", "upstream_name",
+        "prefix", "replica", "requested", "rollout", "sent_version", "stats", "stream",
+        "t_first", "t_headers", "upstream_name",
     )  # fmt: skip
 
     def __init__(
@@ -66,6 +66,8 @@ class CallEvents:
         self.pending: UpstreamRequest | None = None
         #: whether the request event is written
         self.requested = False
+        #: the gateway's policy version when the call left the gate
+        self.sent_version: str | None = None
 
     def defer_request(self, sent: UpstreamRequest) -> None:
         """Write the request event at the loop's next turn: by then the request is being
@@ -152,14 +154,16 @@ class CallEvents:
     def _stamp_policy(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Set the answer's ``policy_version``: the engine's own where it reported one
         (the upstream's record, or the answer's body), else the gateway's current one.
-        Returns the note to record when the two disagree."""
+        Returns the note to record when the engine's is neither the gateway's version now
+        nor the one the call was sent under (a version set between the end of the
+        engine's answer and this record is no disagreement)."""
         gate = self.rollout.gate
         current = None if gate is None else gate.version
         engine = payload.get("policy_version")
         if engine is None:
             engine = reported_version(payload.get("body"))
         payload["policy_version"] = current if engine is None else engine
-        if engine is None or current is None or engine == current:
+        if engine is None or current is None or engine in (current, self.sent_version):
             return None
         return {
             "text": f"the engine answered with weights {engine!r}, the gateway's policy "
