@@ -66,6 +66,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 from gateway.simtok import build_sim_tokenizer
 
 GOAL_EXCESS_MS = 50.0
+#: every run's numbers, wherever the PNG goes
+OUT = Path("benchmarks/out/weights.json")
 FULL = Profile(answer_tokens=2000, tokens_per_s=100, ttft_ms=50, every_s=20, load_s=2.0,
                run_s=120, rollouts=16, turns=2)  # fmt: skip
 QUICK = Profile(answer_tokens=200, tokens_per_s=400, ttft_ms=20, every_s=3, load_s=0.5,
@@ -221,9 +223,9 @@ def main() -> None:
     print(table(rows))
     print("\ngoals")
     goals(rows)
-    args.plot.parent.mkdir(parents=True, exist_ok=True)
     dump = {"profile": asdict(prof), "rows": rows}
-    args.plot.with_suffix(".json").write_bytes(orjson.dumps(dump))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_bytes(orjson.dumps(dump))
     plot(rows, args.plot)
 
 
