@@ -1,0 +1,233 @@
+"""Weight-update benchmark: a trainer updates the weights while rolltap runs its rollouts.
+
+A trainer-shaped loop (issue 27): R harness loops (the real OpenAI SDK) run rollouts of T
+calls back to back through an in-process gateway, against the simulator as the engine
+(``rolltap sim`` in its own process, answers of A tokens at a fixed decode rate), while a
+trainer task updates the weights every U seconds, each update taking L seconds of
+"loading" between its pause and its resume. Four modes, each measured in the same run,
+3 repeats interleaved, each run on a fresh simulator:
+
+* ``none``: no updates; the baseline for rollouts/s and for a call's latency.
+* ``stop``: stop-the-world, today. The engine pauses with an abort (SGLang's
+  ``/pause_generation {"mode": "abort"}``), loads, takes the new version
+  (``/update_weight_version`` with ``abort_all_requests``) and continues; nothing in
+  rolltap knows. Emulated with a **relay** endpoint (chat completions): the token client
+  now continues an engine's abort by itself, and it has no switch to stop it, so "today"
+  is what a harness sees through a plain relay: an answer with ``finish_reason: abort``
+  and the text generated so far. The harness counts it as an error, throws its tokens
+  away and reruns the call. (The relay's own CPU cost differs from the token client's;
+  at a fixed decode rate the engine, not the gateway, sets the pace.)
+* ``hold``: the gateway pauses with ``hold`` (no ``forward_pause``): new calls wait at
+  the gate, calls in flight run on; the engine takes the new version (no abort), the
+  gateway's policy version is set, the gateway resumes.
+* ``abort``: abort and continue. The gateway pauses with ``abort`` and
+  ``forward_pause = "sglang"`` (the simulator aborts, answering the ids it had); then the
+  engine's version, the policy version, the resume (forwarded: ``/continue_generation``);
+  the token client continues each cut completion from prompt + the ids so far.
+
+``hold`` and ``abort`` use a token endpoint (``client = "tokens"``, ``completions_api =
+"sglang"``) with the tests' tokenizer over the simulator's own vocabulary (built in
+seconds, offline; tests/gateway/simtok.py).
+
+Measured per run: decoded tokens thrown away per update (the simulator's
+``tokens_generated`` less the completion tokens of the answers the harness kept; goal 0
+with continue), harness-visible errors per update (goal 0), rollouts/s relative to
+``none`` in the same repeat, and the added latency of a call that overlapped an update
+against that update's own duration (the trainer's pause → resume window). A call's time is
+taken net of decoding the tokens it kept (its latency less kept tokens / decode rate),
+because the simulator answers a continued completion with a fresh answer to the longer
+prompt (A more tokens, not the rest of A); per call that overlapped an update, that time
+less the median of the run's calls that overlapped none, less the windows it overlapped
+("added − update"; goal ≤ 50 ms). Through ``stop`` the thrown-away partial and the rerun's
+prefill show there; through ``abort`` one more prefill (the continuation's time to first
+token); through ``hold`` calls in flight run on, so it is ≤ 0. Ranges are over the 3 repeats.
+
+    python benchmarks/weights.py            # 2,000-token answers at 100 tok/s, update every 20 s
+    python benchmarks/weights.py --quick    # 200 tokens at 400 tok/s, every 3 s, 30 s runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+from _plots import pyplot
+from _weights_run import MODES, Profile, Run, run_once
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from gateway.simtok import build_sim_tokenizer
+
+GOAL_EXCESS_MS = 50.0
+#: every run's numbers, wherever the PNG goes
+OUT = Path("benchmarks/out/weights.json")
+FULL = Profile(answer_tokens=2000, tokens_per_s=100, ttft_ms=50, every_s=20, load_s=2.0,
+               run_s=120, rollouts=16, turns=2)  # fmt: skip
+QUICK = Profile(answer_tokens=200, tokens_per_s=400, ttft_ms=20, every_s=3, load_s=0.5,
+                run_s=30, rollouts=8, turns=2)  # fmt: skip
+
+
+def _overlaps(call: tuple[float, float, int], windows: list[tuple[float, float]]) -> list[float]:
+    t0, t1, _ = call
+    return [b - a for a, b in windows if a < t1 and b > t0]
+
+
+def summarize(run: Run, rate: float) -> dict[str, Any]:
+    """One run's numbers (see the module's docstring)."""
+    updates = len(run.windows)
+    per = max(updates, 1)
+    # a call's time beyond decoding the tokens it kept: the simulator answers a continued
+    # completion with a fresh answer to the longer prompt, longer than the uncut one
+    over = [(c, c[1] - c[0] - c[2] / rate) for c in run.calls]
+    free = [o for c, o in over if not _overlaps(c, run.windows)]
+    base = statistics.median(free) if free else 0.0
+    excess = [(o - base - sum(hit)) * 1000 for c, o in over if (hit := _overlaps(c, run.windows))]
+    generated = int(run.sim["tokens_generated"])
+    return {
+        "mode": run.mode, "updates": updates, "calls": len(run.calls),
+        "thrown_per_update": (generated - run.kept) / per if updates else generated - run.kept,
+        "errors_per_update": len(run.errors) / per if updates else len(run.errors),
+        "rollouts_per_s": run.rollouts / run.wall_s, "kept_per_s": run.kept / run.wall_s,
+        "window_ms": statistics.median([(b - a) * 1000 for a, b in run.windows])
+        if run.windows else None,
+        "base_overhead_ms": base * 1000, "held_calls": len(excess),
+        "excess_ms_p50": statistics.median(excess) if excess else None,
+        "excess_ms_max": max(excess) if excess else None,
+        "engine_aborted": run.sim["aborted"], "discarded_seen": run.discarded,
+        "error_kinds": sorted(set(run.errors)),
+    }  # fmt: skip
+
+
+def _range(values: Sequence[float | None], spec: str) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    lo, hi = format(min(vals), spec), format(max(vals), spec)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+HEAD = (
+    "| mode | updates | tokens thrown away / update | errors / update | rollouts/s "
+    "| vs none | kept tokens/s vs none | update (pause→resume) ms | held calls "
+    "| added − update ms (p50, max) |"
+)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    base = {r["repeat"]: r for r in rows if r["mode"] == "none"}
+    lines = [HEAD, "|---|---|---|---|---|---|---|---|---|---|"]
+    for mode in MODES:
+        rs = [r for r in rows if r["mode"] == mode]
+        if not rs:
+            continue
+        lines.append(_row(mode, rs, [(r, base[r["repeat"]]) for r in rs if r["repeat"] in base]))
+    return "\n".join(lines)
+
+
+def _row(mode: str, rs: list[dict[str, Any]], pairs: list[tuple[dict[str, Any], Any]]) -> str:
+    def col(key: str, spec: str) -> str:
+        return _range([r[key] for r in rs], spec)
+
+    def vs(key: str) -> str:
+        return _range([r[key] / b[key] for r, b in pairs], ".2f")
+
+    return (
+        f"| {mode} | {col('updates', 'd')} | {col('thrown_per_update', '.0f')} "
+        f"| {col('errors_per_update', '.2f')} | {col('rollouts_per_s', '.2f')} "
+        f"| {vs('rollouts_per_s')} | {vs('kept_per_s')} | {col('window_ms', '.0f')} "
+        f"| {col('held_calls', 'd')} | {col('excess_ms_p50', '.0f')}, "
+        f"{col('excess_ms_max', '.0f')} |"
+    )
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def goals(rows: list[dict[str, Any]]) -> None:
+    for mode in ("hold", "abort"):
+        rs = [r for r in rows if r["mode"] == mode]
+        if not rs:
+            continue
+        thrown = max(r["thrown_per_update"] for r in rs)
+        errors = max(r["errors_per_update"] for r in rs)
+        excess = max((r["excess_ms_max"] or 0.0) for r in rs)
+        print(f"  {mode}: thrown away/update {thrown:.0f} = 0: {_verdict(thrown == 0)}; "
+              f"errors/update {errors:.2f} = 0: {_verdict(errors == 0)}; held call's added "
+              f"latency − update ≤ {GOAL_EXCESS_MS:.0f} ms (max {excess:.0f}): "
+              f"{_verdict(excess <= GOAL_EXCESS_MS)}")  # fmt: skip
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    modes = [m for m in MODES if m != "none" and any(r["mode"] == m for r in rows)]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    keys = [("thrown_per_update", "decoded tokens thrown away / update"),
+            ("errors_per_update", "harness-visible errors / update"),
+            ("excess_ms_max", "held call: added latency − update (ms, max)")]  # fmt: skip
+    for ax, (key, label) in zip(axes, keys, strict=True):
+        vals = [[r[key] or 0.0 for r in rows if r["mode"] == m] for m in modes]
+        mids = [statistics.median(v) for v in vals]
+        err = [[m - min(v) for m, v in zip(mids, vals, strict=True)],
+               [max(v) - m for m, v in zip(mids, vals, strict=True)]]  # fmt: skip
+        ax.bar(modes, mids, yerr=err, capsize=4, color=["#c44", "#48c", "#4a4"][: len(modes)])
+        ax.set_title(label, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short answers, short runs")
+    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--answer-tokens", type=int, help="A: tokens per answer")
+    parser.add_argument("--tokens-per-s", type=float, help="the decode rate per answer")
+    parser.add_argument("--every", type=float, help="U: seconds between updates")
+    parser.add_argument("--load", type=float, help="L: seconds an update loads (paused)")
+    parser.add_argument("--seconds", type=float, help="how long rollouts start, per run")
+    parser.add_argument("--rollouts", type=int, help="R: concurrent harness loops")
+    parser.add_argument("--turns", type=int, help="T: calls per rollout")
+    parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/weights.png"))
+    args = parser.parse_args()
+    prof = QUICK if args.quick else FULL
+    overrides = {"answer_tokens": args.answer_tokens, "tokens_per_s": args.tokens_per_s,
+                 "every_s": args.every, "load_s": args.load, "run_s": args.seconds,
+                 "rollouts": args.rollouts, "turns": args.turns}  # fmt: skip
+    prof = Profile(**{**asdict(prof), **{k: v for k, v in overrides.items() if v is not None}})
+    print(prof)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer = build_sim_tokenizer(Path(tmp) / "tok")
+        for repeat in range(args.repeats):
+            for mode in args.modes:
+                t0 = time.perf_counter()
+                row = {
+                    "repeat": repeat,
+                    **summarize(run_once(mode, tokenizer, prof), prof.tokens_per_s),
+                }
+                rows.append(row)
+                print(f"repeat {repeat} {mode}: {time.perf_counter() - t0:.0f} s {row}", flush=True)
+    print()
+    print(table(rows))
+    print("\ngoals")
+    goals(rows)
+    dump = {"profile": asdict(prof), "rows": rows}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_bytes(orjson.dumps(dump))
+    plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    main()
