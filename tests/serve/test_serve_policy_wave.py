@@ -134,13 +134,25 @@ async def test_every_answer_carries_the_version_it_was_generated_under(
     if client == "relay":
         assert [f"v{b}" for b in hi] == versions == [a.reported for a in answers]
     # the bumps landed while the rollouts ran: each version answered some calls
-    assert sorted(Counter(versions)) == ["v0", "v1", "v2", "v3"]
+    # (a drain lets every call in flight end, and on the token client, two calls a
+    # rollout, one drain may end all that is left: then only the relay, six calls a
+    # rollout, is sure to answer under every version)
+    used = sorted(Counter(versions))
+    if client == "relay":
+        assert used == ["v0", "v1", "v2", "v3"]
+    else:
+        assert len(used) >= 2 and set(used) <= {"v0", "v1", "v2", "v3"}
     assert sum(len(r.policy_versions) > 1 for r in results) > 0  # rollouts spanned bumps
     notes = [e.payload for h in events.values() for e in h
              if e.payload.get("reason") == "policy_version_mismatch"]  # fmt: skip
-    # the engine and the service agreed on every call (a token answer recorded after a
-    # drain was generated, and sent, under the version before it: no disagreement)
-    assert notes == []
+    # the engine and the service agreed on every call, but for a token answer recorded
+    # after a drain it was generated before (its last part may have left the gate after
+    # the call did: the note compares with the version the call was sent under)
+    late = {a.intercept for a, a_lo, a_hi in zip(answers, lo, hi, strict=True)
+            if a_lo < a_hi and a.version == f"v{a_lo}"}  # fmt: skip
+    assert {note["intercept_id"] for note in notes} <= late
+    if client == "relay":
+        assert notes == []
     if client == "tokens":
         _check_spans([orjson.loads(line) for line in out.getvalue().splitlines()], events)
 
