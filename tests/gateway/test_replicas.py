@@ -191,6 +191,10 @@ async def test_a_killed_replica_fails_one_call_then_its_rollouts_move_and_it_com
         assert snap["replicas"][killed]["pinned_rollouts"] == 1
 
 
+#: short, yet long enough to open a loopback connection on a busy machine (1 ms was not)
+_CONNECT_S = 0.05
+
+
 async def test_a_call_over_a_replicas_connections_queues_and_does_not_mark_it_down(
     sims: list[Simulator], http: aiohttp.ClientSession
 ) -> None:
@@ -199,7 +203,7 @@ async def test_a_call_over_a_replicas_connections_queues_and_does_not_mark_it_do
     the replica's own queue instead (``waiting``), and both calls are answered."""
     endpoint = EndpointConfig(
         replicas=[sims[0].base_url, sims[1].base_url], model="sim-model", max_connections=1,
-        timeouts=Timeouts(connect=0.001),
+        timeouts=Timeouts(connect=_CONNECT_S),
     )  # fmt: skip
     gate = sims[0].gate("hold")
     settings = GatewaySettings(admin_token=ADMIN_TOKEN)
@@ -212,6 +216,8 @@ async def test_a_call_over_a_replicas_connections_queues_and_does_not_mark_it_do
             await gate.wait_reached()  # the first call holds A's one connection
             queued = tasks.create_task(turn(third, [], "queued"))
             await settle(lambda: waiting(gateway) == 1)
+            # the queued call must outwait the connect timeout: counted, it would fail
+            await asyncio.sleep(2 * _CONNECT_S)
             gate.open()
             await queued
         replicas = gateway.snapshot()["replicas"]["default"]["replicas"]
