@@ -17,8 +17,7 @@ from aiohttp import web
 from rolltap.config import GatewaySettings
 from rolltap.errors import InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
-from rolltap.gateway.policy import PauseMode
-from rolltap.gateway.policy_routes import add_policy_routes
+from rolltap.gateway.policy_routes import PolicyAdmin, add_policy_routes
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.stats import render_metrics
 from rolltap.http.auth import AuthThrottle, check_bearer
@@ -29,8 +28,9 @@ from rolltap.openapi import add_openapi_route, admin_document
 __all__ = ["ADMIN", "Admin", "add_admin_routes"]
 
 
-class Admin(Protocol):
-    """What the admin routes manage: the :class:`~rolltap.gateway.gateway.Gateway`."""
+class Admin(PolicyAdmin, Protocol):
+    """What the admin routes manage: the :class:`~rolltap.gateway.gateway.Gateway` (its
+    policy routes' methods are :class:`~rolltap.gateway.policy_routes.PolicyAdmin`'s)."""
 
     admin_token: str
     auth_throttle: AuthThrottle
@@ -56,16 +56,6 @@ class Admin(Protocol):
     def describe(self, rollout: Rollout, *, secret: bool = True) -> dict[str, Any]: ...
 
     def snapshot(self) -> dict[str, Any]: ...
-
-    def policy(self) -> dict[str, Any]: ...
-
-    async def set_policy_version(
-        self, version: str | None, *, endpoint: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def pause(self, mode: PauseMode, *, endpoint: str | None = None) -> dict[str, Any]: ...
-
-    async def resume(self, *, endpoint: str | None = None) -> dict[str, Any]: ...
 
 
 ADMIN: web.AppKey[Admin] = web.AppKey("admin")
