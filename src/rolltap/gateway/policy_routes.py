@@ -62,10 +62,9 @@ async def read_policy_body(request: web.Request, *fields: str) -> dict[str, Any]
         elif value is not None and not isinstance(value, str):
             raise InvalidRequestError("must be a string or null", field=name)
     for name in fields:
-        if name not in body and name != "version":
-            raise InvalidRequestError("is required", field=name)
-    if "version" in fields and "version" not in body:
-        raise InvalidRequestError("is required (null clears it)", field="version")
+        if name not in body:
+            why = "is required (null clears it)" if name == "version" else "is required"
+            raise InvalidRequestError(why, field=name)
     return body
 
 
