@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -16,3 +17,11 @@ def pyplot() -> Any | None:
         print("matplotlib is not installed (pip install -e '.[bench]'): no plot")
         return None
     return plt
+
+
+def save(fig: Any, path: Path) -> None:
+    """Lay ``fig`` out and write it to ``path`` (its folder made), saying where."""
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    print(f"wrote {path}")

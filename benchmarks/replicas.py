@@ -42,7 +42,7 @@ from typing import Any
 
 import aiohttp
 import psutil
-from _plots import pyplot
+from _plots import pyplot, save
 from _procs import cpu_seconds, free_port, rolltap_process
 from _replicas_load import (
     Call,
@@ -360,10 +360,7 @@ def plot(arms: dict[str, Arm], path: Path, turns: int) -> None:
     right.set(xlabel="TTFT (ms)", ylabel="fraction of calls")
     left.legend()
     right.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    save(fig, path)
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 import psutil
 from _cputree import TreeCpu
-from _plots import pyplot
+from _plots import pyplot, save
 from _procs import cpu_seconds, free_port, rolltap_process
 from _ray_cluster import two_node_cluster
 
@@ -362,10 +362,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, copy: Path | None) -> None:
     right.set_ylabel(f"median call latency (ms), C={top}")
     right.set_xlabel("rollouts by start order")
     right.legend(loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    save(fig, path)
     if copy is not None:
         shutil.copyfile(path, copy)
         print(f"copied to {copy}")

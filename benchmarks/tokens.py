@@ -58,7 +58,7 @@ from typing import Any
 import orjson
 from _backends import measure_backends, print_backends
 from _drift_cost import drift_cost, print_drift_cost
-from _plots import pyplot
+from _plots import pyplot, save
 from _procs import free_port
 from _tokens_upstream import Latency, upstream_process
 from _tokens_wave import ARMS, TURNS
@@ -209,10 +209,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     right.set_ylabel("RSS of the wave's process (MB)")
     right.set_ylim(bottom=0)
     right.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    save(fig, path)
 
 
 def main() -> None:

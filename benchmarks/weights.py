@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _plots import pyplot
+from _plots import pyplot, save
 from _weights_run import MODES, Profile, Run, run_once
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
@@ -181,10 +181,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                [max(v) - m for m, v in zip(mids, vals, strict=True)]]  # fmt: skip
         ax.bar(modes, mids, yerr=err, capsize=4, color=["#c44", "#48c", "#4a4"][: len(modes)])
         ax.set_title(label, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    save(fig, path)
 
 
 def main() -> None:
