@@ -1,7 +1,7 @@
 """Schema migrations with Alembic, configured programmatically (no alembic.ini).
 
 >>> head_revision()
-'0005'
+'0006'
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ async def upgrade(url: str | URL, revision: str = "head") -> str:
 
     >>> import asyncio
     >>> asyncio.run(upgrade("sqlite:///runs.db"))  # doctest: +SKIP
-    '0005'
+    '0006'
     """
     sa_url = to_sqlalchemy_url(url)
     path = sqlite_path(sa_url) if backend_of(sa_url) == "sqlite" else None

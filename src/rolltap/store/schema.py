@@ -5,8 +5,8 @@ JSON documents of runs and sessions are text (LONGTEXT on MySQL). Timestamps are
 seconds as DOUBLE. The migrations in ``rolltap/store/migrations`` create exactly this.
 
 >>> sorted(metadata.tables)
-['rolltap_events', 'rolltap_leases', 'rolltap_run_stats', 'rolltap_runs', 'rolltap_sessions',
- 'rolltap_task_stats']
+['rolltap_eval_sets', 'rolltap_events', 'rolltap_leases', 'rolltap_run_stats', 'rolltap_runs',
+ 'rolltap_scores', 'rolltap_scorings', 'rolltap_sessions', 'rolltap_task_stats']
 """
 
 from __future__ import annotations
@@ -35,11 +35,14 @@ __all__ = [
     "SORTED_COLUMNS",
     "VERSION_TABLE",
     "WORKER_ID_LENGTH",
+    "eval_sets",
     "events",
     "leases",
     "metadata",
     "run_stats",
     "runs",
+    "scores",
+    "scorings",
     "sessions",
     "task_stats",
 ]
@@ -82,7 +85,10 @@ runs = Table(
     #: the run's summary (JSON) as its owner wrote it after the final commit; cleared by
     #: any later commit that changes the run's counters, so it is never stale
     Column("summary", DOC, nullable=True),
+    #: the eval set the run belongs to (``rolltap eval-set``; no foreign key: added in place)
+    Column("set_id", String(ID_LENGTH), nullable=True),
     Index("ix_rolltap_runs_created", "created_at"),
+    Index("ix_rolltap_runs_set", "set_id"),
     Index("ix_rolltap_runs_name", "name"),
     **TABLE_OPTIONS,
 )
@@ -113,6 +119,12 @@ sessions = Table(
     # where it ran, as its owner said at creation (None: not said, or stored before 0005)
     Column("node_id", String(NODE_ID_LENGTH), nullable=True),
     Column("worker_id", String(WORKER_ID_LENGTH), nullable=True),
+    # ``rolltap eval --retry-failed``: a failed rollout run again is a new session of the same
+    # run, ``attempt`` one more than the session it repeats, ``retry_of`` (NULL: attempt 0,
+    # nothing repeated; no foreign key: a resume may delete the attempt it names)
+    Column("attempt", Integer, nullable=True),
+    Column("retry_of", String(ID_LENGTH), nullable=True),
+    Index("ix_rolltap_sessions_retry_of", "retry_of"),
     Index("ix_rolltap_sessions_run_status_reward", "run_id", "status", "reward"),
     Index("ix_rolltap_sessions_run_created", "run_id", "created_at"),
     Index("ix_rolltap_sessions_parent", "parent_id"),
@@ -175,5 +187,47 @@ task_stats = Table(
     Column("passed", Integer, nullable=False),
     Column("reward_sum", Double, nullable=False),
     PrimaryKeyConstraint("run_id", "task_key"),
+    **TABLE_OPTIONS,
+)
+
+#: a run scored again after the fact (``rolltap score``): its reward specs (JSON list of
+#: ``{"name", "weight"}``) and, once every score is written, its summary (JSON)
+scorings = Table(
+    "rolltap_scorings",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("run_id", String(ID_LENGTH), ForeignKey("rolltap_runs.id"), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("rewards", DOC, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("summary", DOC, nullable=True),
+    Index("ix_rolltap_scorings_run_created", "run_id", "created_at"),
+    **TABLE_OPTIONS,
+)
+
+#: one session's reward under a scoring: ``reward`` and its ``components`` (JSON), or the
+#: reward function's failure (``error_code`` ``reward_error``, ``reward`` NULL)
+scores = Table(
+    "rolltap_scores",
+    metadata,
+    Column("scoring_id", String(ID_LENGTH), ForeignKey("rolltap_scorings.id"), nullable=False),
+    Column("session_id", String(ID_LENGTH), ForeignKey("rolltap_sessions.id"), nullable=False),
+    Column("reward", Double, nullable=True),
+    Column("components", DOC, nullable=True),
+    Column("error_code", String(64), nullable=True),
+    Column("error_message", Text, nullable=True),
+    PrimaryKeyConstraint("scoring_id", "session_id"),
+    Index("ix_rolltap_scores_session", "session_id"),
+    **TABLE_OPTIONS,
+)
+
+#: the runs of one ``rolltap eval-set`` (``rolltap_runs.set_id``): the set file as given (JSON)
+eval_sets = Table(
+    "rolltap_eval_sets",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("name", String(255), nullable=True),
+    Column("config", DOC, nullable=False),
+    Column("created_at", Double, nullable=False),
     **TABLE_OPTIONS,
 )
