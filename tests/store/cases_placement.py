@@ -18,7 +18,7 @@ from rolltap.cli.store_cmd import register
 from rolltap.exports import export_jsonl, import_jsonl
 from rolltap.store import SchemaVersionError, SessionInfo, Store, StoreValidationError, upgrade
 from rolltap.store.engine import create_engine
-from rolltap.store.migrate import alembic_config
+from rolltap.store.migrate import alembic_config, head_revision
 from rolltap.store.url import backend_of, to_sqlalchemy_url
 from rolltap.view import ViewConfig, ViewServer
 from store.cases_summary import fill_at_0002
@@ -50,17 +50,17 @@ async def _rollout_page(store: Store, session_id: str) -> str:
         return await resp.text()
 
 
-def _downgrade(conn: Connection, revision: str) -> None:
+def downgrade_sync(conn: Connection, revision: str) -> None:
     config = alembic_config()
     config.attributes["connection"] = conn
     command.downgrade(config, revision)
 
 
-async def _downgrade_to(url: str, revision: str) -> None:
+async def downgrade_to(url: str, revision: str) -> None:
     engine = create_engine(to_sqlalchemy_url(url))
     try:
         async with engine.connect() as conn:
-            await conn.run_sync(_downgrade, revision)
+            await conn.run_sync(downgrade_sync, revision)
             await conn.commit()
     finally:
         await engine.dispose()
@@ -139,7 +139,7 @@ class PlacementCases:
                 await Store.open(store_url)
             assert caught.value.code == "store_schema_outdated"
             assert "rolltap db upgrade" in str(caught.value)
-            assert await upgrade(store_url) == "0005"
+            assert await upgrade(store_url) == head_revision()
         async with await Store.open(store_url) as store:  # SQLite upgrades itself
             new = await store.create_session("run", node_id="n", worker_id="w")
             sessions = {s.id: s for s in await store.list_sessions("run")}
@@ -148,8 +148,8 @@ class PlacementCases:
         }  # fmt: skip
         assert (sessions["base"].status, sessions["base"].reward) == ("completed", 1.0)
         # and back: 0005's downgrade drops the columns, the rows stay
-        await _downgrade_to(store_url, "0004")
-        assert await upgrade(store_url) == "0005"
+        await downgrade_to(store_url, "0004")
+        assert await upgrade(store_url) == head_revision()
         async with await Store.open(store_url) as store:
             assert _where(await store.get_session(new.id)) == (None, None)
             assert (await store.get_session("fork")).n_events == 4

@@ -10,6 +10,7 @@ from store.cases_ids import IdCases
 from store.cases_leases import LeaseCases
 from store.cases_outage import OutageCases
 from store.cases_placement import PlacementCases
+from store.cases_schema_0006 import Schema0006Cases
 from store.cases_summary import SummaryCases
 
 
@@ -23,5 +24,6 @@ class TestStore(
     LeaseCases,
     SummaryCases,
     PlacementCases,
+    Schema0006Cases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""

@@ -91,7 +91,5 @@ def downgrade() -> None:
     op.drop_index("ix_rolltap_sessions_retry_of", table_name="rolltap_sessions")
     op.drop_column("rolltap_sessions", "retry_of")
     op.drop_column("rolltap_sessions", "attempt")
-    op.drop_index("ix_rolltap_scores_session", table_name="rolltap_scores")
-    op.drop_table("rolltap_scores")
-    op.drop_index("ix_rolltap_scorings_run_created", table_name="rolltap_scorings")
-    op.drop_table("rolltap_scorings")
+    op.drop_table("rolltap_scores")  # its indexes go with it (MySQL refuses to drop an
+    op.drop_table("rolltap_scorings")  # index a foreign key needs first)
