@@ -4,7 +4,7 @@ Payloads are orjson bytes in a BLOB column (LONGBLOB on MySQL, so 1 MiB payloads
 JSON documents of runs and sessions are text (LONGTEXT on MySQL). Timestamps are epoch
 seconds as DOUBLE. The migrations in ``rolltap/store/migrations`` create exactly this.
 
->>> sorted(metadata.tables)
+>>> sorted(metadata.tables)  # doctest: +NORMALIZE_WHITESPACE
 ['rolltap_eval_sets', 'rolltap_events', 'rolltap_leases', 'rolltap_run_stats', 'rolltap_runs',
  'rolltap_scores', 'rolltap_scorings', 'rolltap_sessions', 'rolltap_task_stats']
 """
