@@ -28,7 +28,8 @@ __all__ = ["retried", "retried_by", "run_policy", "session_results", "slot_summa
 
 
 def retried(config: Mapping[str, Any]) -> bool:
-    """Whether a run (by its stored config) had a retry pass: its sessions hold attempts."""
+    """Whether a run (by its stored config) had a retry pass: its sessions hold attempts
+    (what :attr:`~rolltap.store.RunInfo.retries` counts)."""
     passes = config.get("retries")
     return isinstance(passes, list) and bool(passes)
 

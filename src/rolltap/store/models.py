@@ -92,6 +92,13 @@ class RunInfo:
         """Mean reward over sessions that have one; None when none has."""
         return self.reward_sum / self.n_rewarded if self.n_rewarded else None
 
+    @property
+    def retries(self) -> int:
+        """How many ``rolltap eval --retry-failed`` passes ran: once one did, the run's
+        sessions hold attempts and its summary counts one per (task, sample)."""
+        passes = self.config.get("retries")
+        return len(passes) if isinstance(passes, list) else 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -103,6 +110,7 @@ class RunInfo:
             "n_failed": self.n_failed,
             "n_interrupted": self.n_interrupted,
             "mean_reward": self.mean_reward,
+            "retries": self.retries,
         }
 
 
