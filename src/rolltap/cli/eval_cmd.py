@@ -105,7 +105,7 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
         render_summary(console, result.run_id, result.summary)
         if result.workers:
             render_workers(console, result.workers)
-    empty = int(result.summary.get("no_model_calls", 0))
+    empty = int(result.summary.get("no_model_calls") or 0)  # None: not known (a retry)
     if empty:
         # a harness that never called the model can still score (it printed the task):
         # said last, on stderr, so it is not lost above a long table

@@ -21,6 +21,7 @@ summarized over one result per slot, picked by the run's *attempt policy*:
 from __future__ import annotations
 
 import difflib
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -147,19 +148,32 @@ def failure_code(result: RolloutResult) -> str:
     return result.error_code or result.status
 
 
-def _codes(cls: type[RolltapError]) -> set[str]:
-    found = {cls.code}
+def _classes(cls: type[RolltapError]) -> Iterable[type[RolltapError]]:
+    yield cls
     for kid in cls.__subclasses__():
         if kid.__module__.startswith("rolltap."):  # a test's own errors are no rollout's
-            found |= _codes(kid)
-    return found
+            yield from _classes(kid)
+
+
+def _spoken(name: str) -> str:
+    """``UpstreamStatusError`` → ``upstream_status``: how a user may name its code."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name.removesuffix("Error")).lower()
 
 
 def known_failure_codes() -> list[str]:
     """The codes a failed rollout can be stored under: every rolltap error's (those of the
     modules loaded: the store's included wherever a run config is), the failure rule's
     own (:mod:`rolltap.results.failure`) and ``interrupted``; sorted."""
-    return sorted(_codes(RolltapError) | {HARNESS_ERROR, MODEL_ERROR, REWARD_ERROR, INTERRUPTED})
+    own = {HARNESS_ERROR, MODEL_ERROR, REWARD_ERROR, INTERRUPTED}
+    return sorted({cls.code for cls in _classes(RolltapError)} | own)
+
+
+def _nearest(code: str, known: list[str]) -> list[str]:
+    """Known codes near ``code``: by their spelling, or by their error class's name."""
+    names = {name: name for name in known}
+    names.update({_spoken(cls.__name__): cls.code for cls in _classes(RolltapError)})
+    near = difflib.get_close_matches(code, list(names), n=3)
+    return list(dict.fromkeys(names[name] for name in near))
 
 
 def check_codes(codes: Iterable[str]) -> list[str] | None:
@@ -174,7 +188,7 @@ def check_codes(codes: Iterable[str]) -> list[str] | None:
     known = known_failure_codes()
     for code in wanted:
         if code not in known:
-            near = difflib.get_close_matches(code, known, n=3)
+            near = _nearest(code, known)
             hint = f" (did you mean {' or '.join(near)}?)" if near else ""
             raise ValueError(f"unknown error code {code!r}{hint}; known codes: {', '.join(known)}")
     return wanted
