@@ -55,8 +55,10 @@ def test_best_and_last_differ_when_the_retry_did_worse() -> None:
 
 
 def test_best_ranks_reward_then_done_then_the_later_attempt() -> None:
-    failed_zero, done_zero = _res("x0", "failed", 0.0), _res("x1", "completed", 0.0, attempt=1)
-    assert _ids(pick([done_zero, failed_zero], "best")) == ["x1"]  # done over failed
+    done_zero, failed_zero = _res("x0", "completed", 0.0), _res("x1", "failed", 0.0, attempt=1)
+    assert _ids(pick([done_zero, failed_zero], "best")) == ["x0"]  # done over failed, later
+    cancelled = _res("c0", "cancelled", 0.0)
+    assert _ids(pick([cancelled, failed_zero], "best")) == ["c0"]  # failed lowest
     rewarded = _res("x2", "failed", 0.0, attempt=2)
     unrewarded = _res("x3", "error", None, attempt=3)
     assert _ids(pick([rewarded, unrewarded], "best")) == ["x2"]  # no reward is lowest
