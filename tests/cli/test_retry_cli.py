@@ -7,11 +7,32 @@ from pathlib import Path
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
 from clikit import TASKS, arolltap, assert_one_line_error, rolltap
+from flagkit import eval_configs
+from rolltap.cli.main import app, register_commands
+from rolltap.rollouts import load_run_config
 from rolltap.sim import SimConfig, Simulator
 
 EVAL = ("eval", TASKS, "--harness", "chat", "--endpoint", "http://127.0.0.1:1/v1")
+
+
+def test_the_flags_are_run_config_fields(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    register_commands()
+    seen = eval_configs(monkeypatch)
+    args = ["eval", "t.jsonl", "--retry-codes", "upstream_timeout,upstream_http_error",
+            "--retry-codes", "worker_lost", "--attempt-policy", "last"]  # fmt: skip
+    assert CliRunner().invoke(app, args).exit_code == 2  # stopped where it would run
+    assert seen[0].retry_codes == ["upstream_timeout", "upstream_http_error", "worker_lost"]
+    assert seen[0].attempt_policy == "last"
+    CliRunner().invoke(app, ["eval", "t.jsonl"])
+    assert (seen[1].retry_codes, seen[1].attempt_policy) == (None, "best")  # the defaults
+    toml = tmp_path / "run.toml"
+    toml.write_text('attempt_policy = "last"\nretry_codes = ["all"]\n')
+    assert (load_run_config(toml).attempt_policy, load_run_config(toml).retry_codes) == (
+        "last", None,
+    )  # fmt: skip
 
 
 def test_resume_and_retry_failed_together_are_refused(tmp_path: Path) -> None:
@@ -19,6 +40,8 @@ def test_resume_and_retry_failed_together_are_refused(tmp_path: Path) -> None:
     outcome = rolltap("eval", "--resume", "abcd", "--retry-failed", "abcd", "--store", url)
     line = assert_one_line_error(outcome, 2, "usage_error")
     assert "--resume and --retry-failed: give one" in line
+    outcome = rolltap("eval", "--resume", "abcd", "--attempt-policy", "last", "--store", url)
+    assert "go with --retry-failed" in assert_one_line_error(outcome, 2, "usage_error")
     assert not (tmp_path / "runs.db").exists()
 
 

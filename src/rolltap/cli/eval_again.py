@@ -39,11 +39,16 @@ class Again:
         return self.resume or self.retry
 
     def check(self) -> None:
-        """One of ``--resume`` and ``--retry-failed`` at most."""
+        """One of ``--resume`` and ``--retry-failed`` at most; a resume takes no retry flags."""
         if self.resume is not None and self.retry is not None:
             raise UsageError(
                 "--resume and --retry-failed: give one (--resume finishes the rollouts "
                 "that did not finish, --retry-failed runs the failed ones again)"
+            )
+        if self.resume is not None and (self.codes or self.policy):
+            raise UsageError(
+                "--retry-codes and --attempt-policy go with --retry-failed (or a new run), "
+                "not --resume: a resume keeps the run's own"
             )
 
 
