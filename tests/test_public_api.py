@@ -9,8 +9,8 @@ from rolltap import errors
 
 EXPECTED = {
     # run an eval
-    "evaluate", "resume", "RunConfig", "InProcess", "Workers", "Ray", "Task", "Harness",
-    "HarnessContext", "HarnessResult", "Hooks", "RunResult", "RolloutResult",
+    "evaluate", "resume", "retry_failed", "RunConfig", "InProcess", "Workers", "Ray", "Task",
+    "Harness", "HarnessContext", "HarnessResult", "Hooks", "RunResult", "RolloutResult",
     # the gateway, and beneath it
     "Gateway", "Rollout", "EndpointConfig", "GatewaySettings", "Timeouts", "ModelClientPool",
     "Lease", "PoolSnapshot", "ModelClient", "RelayClient", "join_url",

@@ -2,8 +2,8 @@ r"""rolltap: run many concurrent LLM agent rollouts through a tapping, multiplex
 
 The public names, by what a user does with them:
 
-* run an eval — :func:`evaluate`, :func:`resume`, :class:`RunConfig`, on a backend
-  (:class:`InProcess`, :class:`Workers`, :class:`Ray`); :class:`Task`, a harness
+* run an eval — :func:`evaluate`, :func:`resume`, :func:`retry_failed`, :class:`RunConfig`,
+  on a backend (:class:`InProcess`, :class:`Workers`, :class:`Ray`); :class:`Task`, a harness
   (:data:`Harness`, given a :class:`HarnessContext`, returning a :class:`HarnessResult`),
   :class:`RunResult` of :class:`RolloutResult`\ s, :class:`Hooks` for a front end
 * the gateway in front of your own agent — :class:`Gateway`, :class:`Rollout`,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         UpstreamStatusError,
         UpstreamTimeoutError,
     )
-    from rolltap.evaluation import evaluate, resume
+    from rolltap.evaluation import evaluate, resume, retry_failed
     from rolltap.events import Event, EventKind, EventLog
     from rolltap.gateway import Gateway, Rollout
     from rolltap.local import LocalModel
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 #: run an eval
 _EVAL = {
     "evaluate": "rolltap.evaluation", "resume": "rolltap.evaluation",
+    "retry_failed": "rolltap.evaluation",
     **dict.fromkeys(("Harness", "HarnessContext", "HarnessResult", "Hooks", "InProcess",
                      "RolloutResult", "RunConfig", "RunResult", "Task"), "rolltap.rollouts"),
     "Workers": "rolltap.serve", "Ray": "rolltap.serve",
@@ -173,6 +174,7 @@ __all__ = [
     "evaluate",
     "join_url",
     "resume",
+    "retry_failed",
 ]
 
 

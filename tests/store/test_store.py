@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from store.cases_attempts import AttemptCases
 from store.cases_cli import CliCases
 from store.cases_commit import CommitCases
 from store.cases_faults import FaultCases
@@ -25,5 +26,6 @@ class TestStore(
     SummaryCases,
     PlacementCases,
     Schema0006Cases,
+    AttemptCases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""

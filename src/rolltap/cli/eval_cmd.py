@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 import typer
@@ -30,6 +30,7 @@ from rolltap.cli.common import (
     unsupported_fields,
 )
 from rolltap.cli.compare import summarize_run
+from rolltap.cli.eval_again import Again, retry_exit, run_again
 from rolltap.cli.report import ProgressReporter, render_compare, render_summary, render_workers
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
@@ -58,30 +59,15 @@ class _Stopper:
         return True
 
 
-async def _eval(
-    config: RunConfig, resume_id: str | None, as_json: bool, stopper: _Stopper
-) -> RunResult:
-    """``rolltap.evaluate`` on the backend ``--workers``/``--ray`` (or the config) name."""
+async def _eval(config: RunConfig, again: Again, as_json: bool, stopper: _Stopper) -> RunResult:
+    """``rolltap.evaluate`` on the backend ``--workers``/``--ray`` (or the config) name;
+    or a resume, or a retry, of a stored run."""
     with ProgressReporter(err_console) as progress:
         hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
                       on_plan=progress.plan, on_stage=progress.stage,
                       on_store=progress.store)  # fmt: skip
-        if resume_id is not None:
-            default = RunConfig()
-            overrides: dict[str, Any] = {
-                k: getattr(config, k)
-                for k in ("c", "store_unavailable_timeout_s", "workers", "ray", "workers_per_node",
-                          "max_staleness", "pause_max_s")
-                if getattr(config, k) != getattr(default, k)
-            }  # fmt: skip
-            if config.otel is not None:  # given now: wins over the stored run's
-                overrides["otel"] = config.otel
-            if config.otel_content:
-                overrides["otel_content"] = True
-            # the stored run's placement, unless --workers/--ray said otherwise
-            result = await evaluation.resume(
-                resume_id, store=config.store, overrides=overrides, hooks=hooks
-            )
+        if again.run_id is not None:
+            result = await run_again(config, again, hooks)
         else:
             backend = evaluation.backend_for(config)  # --workers/--ray, or the config's
             result = await evaluation.evaluate(config, backend, hooks=hooks)
@@ -89,30 +75,37 @@ async def _eval(
     return result
 
 
-def _exit_code(result: RunResult, interrupts: Interrupts) -> int:
-    """130/143 after a signal; 0 when a rollout succeeded and every commit did; else 1."""
+def _exit_code(result: RunResult, interrupts: Interrupts, again: Again) -> int:
+    """130/143 after a signal; 0 when a rollout succeeded and every commit did (a retry:
+    one of its new attempts, or it had nothing to retry); else 1."""
     if result.interrupted or interrupts.signum is not None:
         return interrupts.exit_code or EXIT_SIGINT
-    if result.ok:
+    ok, note = (result.ok, None) if result.retried is None else retry_exit(result, again.codes)
+    if note is not None:
+        err_console.print(note, soft_wrap=True, markup=False, highlight=False)
+    if ok and not any(res.commit_failed for res in result.results):
         return EXIT_OK
     if any(res.commit_failed for res in result.results):
         print_error("store_error", "a store commit failed: see the errors above")
     else:
         errors = result.summary.get("errors", {})
         causes = ", ".join(f"{code} × {entry['count']}" for code, entry in errors.items())
-        print_error("run_failed", "no rollout completed" + (f" ({causes})" if causes else ""))
+        what = "no retried rollout completed" if result.retried else "no rollout completed"
+        print_error("run_failed", what + (f" ({causes})" if causes else ""))
     return EXIT_FAILED
 
 
 def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
     if as_json:
         body = {"run_id": result.run_id, "interrupted": result.interrupted, **result.summary}
+        if result.retried is not None:
+            body["retried"] = result.retried
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         render_summary(console, result.run_id, result.summary)
         if result.workers:
             render_workers(console, result.workers)
-    empty = int(result.summary.get("no_model_calls", 0))
+    empty = int(result.summary.get("no_model_calls") or 0)  # None: not known (a retry)
     if empty:
         # a harness that never called the model can still score (it printed the task):
         # said last, on stderr, so it is not lost above a long table
@@ -124,8 +117,10 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
         )  # fmt: skip
     if result.interrupted:
         store = f" --store {config.store}" if config.store else ""
+        # a retry's interrupted attempts are failed ones: the next retry runs them again
+        how = "--retry-failed" if result.retried is not None else "--resume"
         err_console.print(
-            f"interrupted: finish it with  rolltap eval --resume {result.run_id}{store}",
+            f"interrupted: finish it with  rolltap eval {how} {result.run_id}{store}",
             soft_wrap=True, markup=False, highlight=False,
         )  # fmt: skip
 
@@ -195,7 +190,27 @@ def eval_command(
     ] = None,
     store: Annotated[str | None, typer.Option(help="Store URL \\[sqlite:///rolltap.db]")] = None,
     config: Annotated[str | None, typer.Option(help="TOML run config")] = None,
-    resume: Annotated[str | None, typer.Option(help="Finish the unfinished rollouts")] = None,
+    resume: Annotated[
+        str | None, typer.Option(metavar="RUN", help="Finish the unfinished rollouts of RUN")
+    ] = None,
+    retry_failed: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RUN",
+            help="Run a new attempt of every rollout of RUN whose latest attempt failed",
+        ),
+    ] = None,
+    retry_codes: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="CODE,…",
+            help="With --retry-failed: only failures with these error codes (all: any)",
+        ),
+    ] = None,
+    attempt_policy: Annotated[
+        Literal["best", "last"] | None,
+        typer.Option(help="A retried run counts each rollout's best or last attempt \\[best]"),
+    ] = None,
     shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle tasks")] = False,
     seed: Annotated[int | None, typer.Option(help="Shuffle seed \\[0]")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-rollout timeout (s)")] = None,
@@ -250,16 +265,20 @@ def eval_command(
         "workers": workers, "ray": ray, "workers_per_node": workers_per_node,
         "ray_working_dir": ray_working_dir,
         "max_staleness": max_staleness, "pause_max_s": pause_max_s,
+        "retry_codes": retry_codes, "attempt_policy": attempt_policy,
     }  # fmt: skip
     limits = {"timeout_s": timeout, "max_turns": max_turns, "max_tokens": max_tokens}
     sampling = _sampling(temperature, sample_max_tokens)
     stopper, interrupts = _Stopper(), Interrupts()
     interrupts.handler = stopper
 
+    again = Again(resume, retry_failed, retry_codes, attempt_policy)
+
     async def main() -> int:
+        again.check()
         base = load_run_config(config) if config else RunConfig()
         merged = _merged(base, flags, limits, sampling)
-        return _exit_code(await _eval(merged, resume, as_json, stopper), interrupts)
+        return _exit_code(await _eval(merged, again, as_json, stopper), interrupts, again)
 
     tune_gc_for_gateway()  # the run's gateway lives in this process
     run_async(main(), interrupts)

@@ -127,6 +127,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("95% interval", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"),
     ]
     rows += [(k, _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
+    rows += _attempts(summary.get("attempts"))
     rows += [(f"status {k}", str(v)) for k, v in summary["statuses"].items()]
     rows += [
         (f"error {code}", f"× {entry['count']}: {_clip(entry['first_message'])}")
@@ -144,6 +145,16 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [(f"latency {k}", fmt_ms(v)) for k, v in summary["latency_ms"].items()]
     rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in summary["ttfc_ms"].items()]
     return rows
+
+
+def _attempts(found: Any) -> list[tuple[str, str]]:
+    """The ``attempts`` row, only for a run retried (``rolltap eval --retry-failed``)."""
+    if not isinstance(found, dict):
+        return []
+    said = (f"{found['retried']} of {found['slots']} rollouts retried, {found['sessions']} "
+            f"sessions, up to attempt {found['max_attempt']}; counting the "
+            f"{found['policy']} attempt of each")  # fmt: skip
+    return [("attempts", said)]
 
 
 def _versions(found: Any) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ import typer
 
 from rolltap.cli.common import console, err_console, run_async
 from rolltap.cli.eval_cmd import compare_command
+from rolltap.cli.runs_show import runs_show
 from rolltap.cli.tables import Column, fitted_table
 from rolltap.errors import UsageError
 from rolltap.exports import (
@@ -30,6 +31,7 @@ from rolltap.exports import (
     require_hf,
 )
 from rolltap.results.rollout import describe_versions, policy_versions
+from rolltap.results.statuses import FAILED_STATUSES
 from rolltap.store import (
     DEFAULT_STORE_URL,
     STORE_ENV,
@@ -139,10 +141,12 @@ def sessions_show(
         placed = info.node_id or info.worker_id  # where it ran, when its owner said
         where = f" on {info.node_id or '-'} / {info.worker_id or '-'}" if placed else ""
         versions = describe_versions(policy_versions(history))  # only when an answer has one
+        # a later attempt (rolltap eval --retry-failed) names the session it repeats
+        again = f" attempt {info.attempt} (retry of {info.retry_of})" if info.retry_of else ""
         console.print(
             f"[bold]session {info.id}[/bold] run {info.run_id} user {info.user or '-'} "
             f"status {info.status} reward {_reward(info.reward)} events {info.n_events}{fork}"
-            f"{where}{f' {versions}' if versions else ''}",
+            f"{where}{again}{f' {versions}' if versions else ''}",
             highlight=False,
         )
         for line in render_lines(build_transcript(history)):
@@ -278,15 +282,17 @@ def sessions_import(
 
 
 def runs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
-    """List runs with their session counts and mean reward."""
+    """List runs with their session counts and mean reward (a retried run: failed and mean
+    reward of one attempt per rollout, by its attempt policy)."""
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
             items = await opened.list_runs()
+            retried = {r.id: await opened.run_summary(r.id) for r in items if r.retries}
         if as_json:
             _print_json([r.to_dict() for r in items])
         else:
-            _print_runs(items)
+            _print_runs(items, retried)
 
     run_async(main())
 
@@ -295,16 +301,22 @@ _RUN_COLUMNS = (
     Column("run", ident=True), Column("name", drop=2), Column("sessions", drop=4),
     Column("finished", drop=5), Column("failed", drop=3), Column("interrupted", drop=7),
     Column("mean reward", drop=1),
-    Column("created", drop=6),
+    Column("created", drop=6), Column("retried", drop=8),
 )  # fmt: skip
 
 
-def _print_runs(items: list[RunInfo]) -> None:
-    rows = [
-        [r.id, r.name or "", str(r.n_sessions), str(r.n_finished), str(r.n_failed),
-         str(r.n_interrupted), _reward(r.mean_reward), _when(r.created_at)]
-        for r in items
-    ]  # fmt: skip
+def _print_runs(items: list[RunInfo], retried: dict[str, dict[str, Any]]) -> None:
+    rows = []
+    for r in items:
+        failed, mean, note = str(r.n_failed), _reward(r.mean_reward), ""
+        summary = retried.get(r.id)
+        if summary is not None:  # one attempt per rollout, as its summary counts them
+            statuses = summary["statuses"]
+            failed = str(sum(statuses.get(s, 0) for s in FAILED_STATUSES))
+            mean, attempts = _reward(summary["reward"]["mean"]), summary.get("attempts") or {}
+            note = f"{attempts.get('retried', '?')} of {attempts.get('slots', '?')}"
+        rows.append([r.id, r.name or "", str(r.n_sessions), str(r.n_finished), failed,
+                     str(r.n_interrupted), mean, _when(r.created_at), note])  # fmt: skip
     console.print(fitted_table(console, _RUN_COLUMNS, rows))
 
 
@@ -367,6 +379,7 @@ def register(app: typer.Typer) -> None:
     sessions.command("delete")(sessions_delete)
     runs = typer.Typer(help="Runs (named batches of sessions) in the store.", no_args_is_help=True)
     runs.command("list")(runs_list)
+    runs.command("show")(runs_show)
     runs.command("delete")(runs_delete)
     runs.command("compare")(compare_command)
     app.add_typer(db, name="db")

@@ -22,6 +22,7 @@ from rolltap.store import (
     SessionInfo,
     Store,
     StoreValidationError,
+    check_attempt,
     check_id,
     check_placement,
     check_status,
@@ -183,13 +184,15 @@ def _session(doc: dict[str, Any], n_events: int) -> SessionInfo:
     reward = doc.get("reward")
     # absent from exports written before sessions recorded where they ran
     node_id, worker_id = check_placement(doc.get("node_id"), doc.get("worker_id"))
+    # absent from exports written before sessions had attempts (0006): a first attempt
+    attempt, retry_of = check_attempt(doc.get("attempt") or 0, doc.get("retry_of"))
     return SessionInfo(
         id=check_id(str(doc["id"]), "session"), run_id=str(doc["run_id"]),
         user=doc.get("user"), task=dict(doc.get("task") or {}),
         status=check_status(str(doc["status"])), created_at=float(doc["created_at"]),
         updated_at=float(doc["updated_at"]), n_events=n_events,
         reward=None if reward is None else float(reward), parent_id=None, fork_at=None,
-        node_id=node_id, worker_id=worker_id,
+        node_id=node_id, worker_id=worker_id, attempt=attempt, retry_of=retry_of,
     )  # fmt: skip
 
 

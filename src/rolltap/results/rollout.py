@@ -138,6 +138,10 @@ class RolloutResult:
     #: seconds since the run started when the rollout was admitted
     started_s: float = 0.0
     duration_s: float = 0.0
+    #: which attempt of its (task, sample) this is (0: the first; ``rolltap eval
+    #: --retry-failed`` runs later ones) and the session it repeats
+    attempt: int = 0
+    retry_of: str | None = None
 
     def name_failure(self, model_error: tuple[str, str | None] | None) -> None:
         """Give a failed rollout its error code by the one rule
@@ -189,6 +193,8 @@ class RolloutResult:
             "ttfc_ms": self.calls.ttfc_ms,
             "duration_s": self.duration_s,
             "policy_versions": self.calls.versions,
+            "attempt": self.attempt,
+            "retry_of": self.retry_of,
         }
 
     @classmethod
@@ -219,6 +225,7 @@ class RolloutResult:
             no_model_calls=bool(data.get("no_model_calls")),
             components={str(k): float(v) for k, v in (data.get("components") or {}).items()},
             calls=calls, duration_s=duration or 0.0,
+            attempt=int(_number(data.get("attempt")) or 0), retry_of=_text(data.get("retry_of")),
         )  # fmt: skip
 
 

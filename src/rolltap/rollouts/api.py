@@ -27,16 +27,16 @@ from rolltap.gateway import Gateway, RolloutLimits
 from rolltap.local import LocalModel
 from rolltap.local.model import gguf_path
 from rolltap.otel import open_tracer, otel_enabled
+from rolltap.results.attempts import summarize_run
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.statuses import DONE_STATUSES
-from rolltap.results.summary import summarize
 from rolltap.rollouts.config import LimitsConfig, RunConfig
 from rolltap.rollouts.harness import Harness
 from rolltap.rollouts.prepare import Plan, prepare
 from rolltap.rollouts.recorder import StoreRecorder
 from rolltap.rollouts.runner import Runner, WorkItem
 from rolltap.rollouts.tasks import Task, load_tasks
-from rolltap.rollouts.workplan import plan_resume
+from rolltap.rollouts.workplan import plan_again
 from rolltap.store import LeaseKeeper, RunInfo, Store, WriterStats
 from rolltap.tokens import load_gguf_tokenizer
 
@@ -60,13 +60,18 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class RunResult:
     """A finished (or interrupted) run: its id, every rollout and the summary;
-    ``workers``: each worker's last heartbeat, when the run had worker processes."""
+    ``workers``: each worker's last heartbeat, when the run had worker processes.
+
+    After a retry (``rolltap.retry_failed``), ``results`` holds every session of the run
+    (each attempt), the summary one attempt per (task, sample), and ``retried`` how many
+    new attempts the retry ran (0: nothing had failed; None: not a retry)."""
 
     run_id: str
     results: list[RolloutResult]
     summary: dict[str, Any]
     interrupted: bool = False
     workers: list[dict[str, Any]] = field(default_factory=list)
+    retried: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -266,11 +271,13 @@ async def execute(
     *,
     tasks: Sequence[Task] | None = None,
     resume_run: str | None = None,
+    retry_run: str | None = None,
     harness: Harness | None = None,
     endpoint: EndpointConfig | None = None,
     hooks: Hooks | None = None,
 ) -> RunResult:
-    """Run (or resume) what ``config`` describes in this process (``InProcess``).
+    """Run (or resume, or retry the failed rollouts of) what ``config`` describes in this
+    process (``InProcess``).
 
     Harness, rewards, endpoint, extras, tasks and store are checked before anything
     starts; a new run is created once its model and gateway are up, so a run that
@@ -284,8 +291,8 @@ async def execute(
     ctx = _Context(hooks or Hooks())
     plan = prepare(config, harness, endpoint)
     otel_enabled(config.otel)  # a missing extra fails before any run is created
-    task_list = None
-    if resume_run is None:
+    task_list, again = None, resume_run or retry_run
+    if again is None:
         task_list = list(tasks) if tasks is not None else load_run_tasks(config)
     timeout = config.store_unavailable_timeout_s
     # the lease (in ``owner``) is released before the store closes
@@ -297,18 +304,23 @@ async def execute(
             work = _Work([WorkItem(t, s) for t in task_list for s in range(config.r)])
             earlier = list[RolloutResult]()
         else:
-            assert resume_run is not None
+            assert again is not None
             # take the run over first: what a lost owner left is stored interrupted, and
             # its late commits are refused, before the plan deletes and reruns them
-            await owner.enter_async_context(_keeper(store, resume_run, config))
-            items, earlier = await plan_resume(store, resume_run, config, tasks)
-            work = _Work(items, resume_run)
-        results = await _run_on(store, work, config, plan, ctx, owner)
+            await owner.enter_async_context(_keeper(store, again, config))
+            items, earlier = await plan_again(store, again, config, tasks, retry=bool(retry_run))
+            work = _Work(items, again)
+        if work.items or retry_run is None:
+            results = await _run_on(store, work, config, plan, ctx, owner)
+        else:  # nothing failed (since the check before): nothing starts, nothing changes
+            results, ctx.run_id = [], retry_run
         everything = earlier + results
-        summary = summarize(everything, r=config.r)
+        policy = config.attempt_policy
+        summary = summarize_run(everything, r=config.r, policy=policy, calls_known=not earlier)
         if ctx.complete:
             await store_summary(store, ctx.run_id, summary)
-    return RunResult(ctx.run_id, everything, summary, ctx.interrupted)
+    retried = len(results) if retry_run else None
+    return RunResult(ctx.run_id, everything, summary, ctx.interrupted, retried=retried)
 
 
 def load_run_tasks(config: RunConfig) -> list[Task]:

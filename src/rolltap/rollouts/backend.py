@@ -35,12 +35,14 @@ class Backend(Protocol):
         config: RunConfig,
         *,
         resume_run: str | None = None,
+        retry_run: str | None = None,
         tasks: Sequence[Task] | None = None,
         harness: Harness | None = None,
         endpoint: EndpointConfig | None = None,
         hooks: Hooks | None = None,
     ) -> RunResult:
-        """Run ``config`` (or finish ``resume_run``) and return every rollout's result.
+        """Run ``config`` (or finish ``resume_run``, or run the failed rollouts of
+        ``retry_run`` again) and return every rollout's result.
 
         ``tasks``, ``harness`` and ``endpoint``, when given, win over what ``config``
         names (a harness function runs only in process); ``hooks`` feed a front end.
@@ -62,6 +64,7 @@ class InProcess:
         config: RunConfig,
         *,
         resume_run: str | None = None,
+        retry_run: str | None = None,
         tasks: Sequence[Task] | None = None,
         harness: Harness | None = None,
         endpoint: EndpointConfig | None = None,
@@ -69,6 +72,6 @@ class InProcess:
     ) -> RunResult:
         """See :meth:`Backend.run`."""
         return await execute(
-            config.placed(self.placement()), tasks=tasks, resume_run=resume_run, harness=harness,
-            endpoint=endpoint, hooks=hooks,
+            config.placed(self.placement()), tasks=tasks, resume_run=resume_run,
+            retry_run=retry_run, harness=harness, endpoint=endpoint, hooks=hooks,
         )  # fmt: skip

@@ -18,6 +18,10 @@ max_staleness = 2             # a rollout begun 2+ policy versions ago gets no n
                               # (409 policy_stale): it ends stale (--max-staleness)
 pause_max_s = 600             # while paused (POST /pause), a call waits this long at most,
                               # then gets 503 paused (--pause-max-s)
+attempt_policy = "best"       # a retried run's summary counts, per (task, sample), its best
+                              # attempt (or "last": its latest); --attempt-policy
+retry_codes = ["upstream_timeout"]  # --retry-failed reruns only failures of these codes
+                              # (omitted: every failed rollout); --retry-codes
 
 [endpoints.local]
 base_url = "http://127.0.0.1:8080/v1"   # or replicas = ["http://h1:8000/v1", "http://h2:8000/v1"]
@@ -77,10 +81,18 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.errors import ConfigError
+from rolltap.results.attempts import AttemptPolicy, check_codes
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.store import DEFAULT_LEASE_TTL_S
 
@@ -180,6 +192,18 @@ class RunConfig(BaseModel):
     #: while an endpoint is paused, how long a call waits before ``503 paused``; None:
     #: the gateway's setting (``ROLLTAP_PAUSE_MAX_S``, else 600)
     pause_max_s: float | None = Field(default=None, gt=0)
+    #: a retried run's summary: per (task, sample), its ``best`` attempt (highest reward,
+    #: then done over failed, then the later) or its ``last``; stored, so later reads of
+    #: the run use it (``rolltap eval --retry-failed``, docs/cli.md)
+    attempt_policy: AttemptPolicy = "best"
+    #: the error codes ``--retry-failed`` reruns (None, or ``["all"]``: every failed
+    #: rollout); a retry pass stores the codes it ran with here
+    retry_codes: list[str] | None = None
+
+    @field_validator("retry_codes")
+    @classmethod
+    def _known_codes(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_codes(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -44,7 +44,8 @@ class SessionStore(Protocol):
 
     A :class:`~rolltap.store.Store` is one; a ``rolltap serve`` worker on SQLite passes
     one that ships each write to the supervisor, which owns the only writer.
-    ``node_id`` and ``worker_id`` record where the session runs (None: not said).
+    ``node_id`` and ``worker_id`` record where the session runs (None: not said);
+    ``attempt`` and ``retry_of`` make it a later attempt of the session it repeats.
     """
 
     async def create_session(
@@ -56,6 +57,8 @@ class SessionStore(Protocol):
         task: Mapping[str, Any] | None = None,
         node_id: str | None = None,
         worker_id: str | None = None,
+        attempt: int = 0,
+        retry_of: str | None = None,
     ) -> SessionInfo: ...
 
     async def commit(

@@ -48,10 +48,13 @@ log = logging.getLogger("rolltap.rollouts.runner")
 
 @dataclass(frozen=True, slots=True)
 class WorkItem:
-    """One rollout to run: a task and its sample index (0-based)."""
+    """One rollout to run: a task and its sample index (0-based); a later ``attempt`` of
+    that (task, sample) repeats the session ``retry_of`` (``rolltap eval --retry-failed``)."""
 
     task: Task
     sample: int
+    attempt: int = 0
+    retry_of: str | None = None
 
 
 @dataclass(slots=True)
@@ -167,11 +170,12 @@ class Runner:
 
     async def _one(self, item: WorkItem, release: Callable[[], None]) -> RolloutResult:
         started = time.monotonic()
-        result = RolloutResult(item.task.id, item.sample, None, "error")
+        result = RolloutResult(item.task.id, item.sample, None, "error",
+                               attempt=item.attempt, retry_of=item.retry_of)  # fmt: skip
         result.started_s = started - self._t0
         task_dict = {"task_id": item.task.id, "sample": item.sample, "task": item.task.to_dict()}
         try:
-            session = await self._create_session(task_dict)
+            session = await self._create_session(task_dict, item)
         except StoreError as err:
             self._store_failed(err)
             result.error = f"store: {err}"
@@ -204,12 +208,13 @@ class Runner:
         result.duration_s = time.monotonic() - started
         return result
 
-    async def _create_session(self, task: dict[str, Any]) -> SessionInfo:
+    async def _create_session(self, task: dict[str, Any], item: WorkItem) -> SessionInfo:
         while True:
             try:
                 return await self.store.create_session(
-                    self.run_id, task=task, node_id=self.node_id, worker_id=self.worker_id
-                )
+                    self.run_id, task=task, node_id=self.node_id, worker_id=self.worker_id,
+                    attempt=item.attempt, retry_of=item.retry_of,
+                )  # fmt: skip
             except StoreBusyError:  # a slow or restarting database: wait, do not fail
                 log.info("store busy; waiting to create the session")
 

@@ -44,13 +44,15 @@ class Workers:
         config: RunConfig,
         *,
         resume_run: str | None = None,
+        retry_run: str | None = None,
         tasks: Sequence[Task] | None = None,
         harness: Harness | None = None,
         endpoint: EndpointConfig | None = None,
         hooks: Hooks | None = None,
     ) -> RunResult:
         """See :meth:`~rolltap.rollouts.backend.Backend.run`."""
-        return await _drive(self.placement(), config, resume_run, tasks, harness, endpoint, hooks)
+        again = _Again(resume_run, retry_run)
+        return await _drive(self.placement(), config, again, tasks, harness, endpoint, hooks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +83,27 @@ class Ray:
         config: RunConfig,
         *,
         resume_run: str | None = None,
+        retry_run: str | None = None,
         tasks: Sequence[Task] | None = None,
         harness: Harness | None = None,
         endpoint: EndpointConfig | None = None,
         hooks: Hooks | None = None,
     ) -> RunResult:
         """See :meth:`~rolltap.rollouts.backend.Backend.run`."""
-        return await _drive(self.placement(), config, resume_run, tasks, harness, endpoint, hooks)
+        again = _Again(resume_run, retry_run)
+        return await _drive(self.placement(), config, again, tasks, harness, endpoint, hooks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Again:
+    """The run a resume (or a retry) runs again; neither: a new run."""
+
+    resume_run: str | None = None
+    retry_run: str | None = None
 
 
 async def _drive(
-    placement: dict[str, Any], config: RunConfig, resume_run: str | None,
+    placement: dict[str, Any], config: RunConfig, again: _Again,
     tasks: Sequence[Task] | None, harness: Harness | None, endpoint: EndpointConfig | None,
     hooks: Hooks | None,
 ) -> RunResult:  # fmt: skip
@@ -102,4 +114,4 @@ async def _drive(
             'name it in the run config instead (harness = "module:function")'
         )
     driver = EvalDriver(config.placed(placement), hooks or Hooks(), tasks=tasks, endpoint=endpoint)
-    return await driver.run(resume_run)
+    return await driver.run(again.resume_run, retry_run=again.retry_run)

@@ -58,11 +58,15 @@ async def store_outcome(
     user: str | None,
     status: str,
     error: str | None,
+    attempt: int = 0,
+    retry_of: str | None = None,
 ) -> None:
-    """Create the rollout's session and store its only event: how it ended."""
+    """Create the rollout's session (a later ``attempt`` of ``retry_of`` when it is one)
+    and store its only event: how it ended."""
     await store.create_session(
-        run_id, session_id=session_id, user=user, task=session_task(task, sample)
-    )
+        run_id, session_id=session_id, user=user, task=session_task(task, sample),
+        attempt=attempt, retry_of=retry_of,
+    )  # fmt: skip
     log = EventLog()
     _status_event(log, status, error)
     await store.commit(session_id, log, status=status)
@@ -79,6 +83,8 @@ async def store_lost(
     user: str | None,
     status: str,
     error: str,
+    attempt: int = 0,
+    retry_of: str | None = None,
 ) -> None:
     """End a session its worker can no longer write: append the status, keep the rest.
 
@@ -86,13 +92,13 @@ async def store_lost(
     session). Its last commit may still land after we read: then the append conflicts
     and is retried once on the history as it is now.
     """
-    for attempt in range(2):
+    for tries in range(2):
         try:
             log = await store.load_log(session_id)
         except StoreNotFoundError:
             await store_outcome(
                 store, run_id=run_id, session_id=session_id, task=task, sample=sample,
-                user=user, status=status, error=error,
+                user=user, status=status, error=error, attempt=attempt, retry_of=retry_of,
             )  # fmt: skip
             return
         _status_event(log, status, error)
@@ -100,7 +106,7 @@ async def store_lost(
         try:
             await store.commit(session_id, log, status=status)
         except StoreConflictError:
-            if attempt:
+            if tries:
                 raise
             continue
         finally:

@@ -16,6 +16,7 @@ pages (:func:`runs_page`, :func:`sessions_page`, :func:`tasks_page`, :func:`task
 """
 
 from rolltap.store.aggregate import summary_of_run
+from rolltap.store.attempt_read import retried_by
 from rolltap.store.browse import (
     SESSION_SORTS,
     RunRow,
@@ -45,6 +46,7 @@ from rolltap.store.models import (
     CommitResult,
     RunInfo,
     SessionInfo,
+    check_attempt,
     check_id,
     check_placement,
     check_status,
@@ -92,6 +94,7 @@ __all__ = [
     "TaskRow",
     "WriterHooks",
     "WriterStats",
+    "check_attempt",
     "check_id",
     "check_placement",
     "check_status",
@@ -104,6 +107,7 @@ __all__ = [
     "mask_url",
     "reading",
     "resolve_store_url",
+    "retried_by",
     "row_event",
     "runs_page",
     "sessions_page",

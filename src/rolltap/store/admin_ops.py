@@ -84,6 +84,7 @@ class CreateSessionOp(WriteOp):
                 status=s.status, created_at=s.created_at, updated_at=s.updated_at,
                 n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
                 fork_at=s.fork_at, node_id=s.node_id, worker_id=s.worker_id,
+                attempt=s.attempt or None, retry_of=s.retry_of,  # NULL: a first attempt
                 last_commit=self.token, task_id=task_id, **derived,
             )
         )  # fmt: skip

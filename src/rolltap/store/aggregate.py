@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from rolltap.store.attempt_read import retried, slot_summary
 from rolltap.store.errors import StoreNotFoundError
 from rolltap.store.rollup_read import read_run_stats
 from rolltap.store.schema import runs
@@ -57,7 +58,11 @@ async def summary_of_run(conn: AsyncConnection, run_id: str) -> dict[str, Any]:
     if stored is not None:
         return {**stored, "stored": True}
     stats = (await read_run_stats(conn, [run_id]))[run_id]
-    summary = stats.summary(int(row.n_sessions), run_r(load_doc(row.config)))
+    config = load_doc(row.config)
+    if retried(config):
+        summary = await slot_summary(conn, run_id, config, run_r(config))
+    else:
+        summary = stats.summary(int(row.n_sessions), run_r(config))
     return {**summary, "histograms": stats.histograms(), "stored": False}
 
 

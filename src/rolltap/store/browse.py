@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.aggregate import run_r, run_summaries, stored_summary
+from rolltap.store.attempt_read import retried, slot_summary
 from rolltap.store.lease import effective_status, run_status_filter
 from rolltap.store.models import RunInfo
 from rolltap.store.reader import run_info
@@ -72,6 +73,9 @@ class SessionRow:
     duration_s: float | None
     created_at: float
     n_events: int
+    #: which attempt of its (task, sample) it is, and the session it repeats
+    attempt: int = 0
+    retry_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,7 @@ async def runs_page(
 ) -> tuple[list[RunRow], bool]:  # fmt: skip
     """Runs, newest first, each with its summary; whether more follow. At most four
     queries: the page, its runs' interrupted counts, then the aggregates of every run on
-    it without a stored summary."""
+    it without a stored summary (and, for each such run that was retried, its sessions)."""
     now = time.time() if now is None else now
     query = select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())
     if search:
@@ -146,9 +150,13 @@ async def runs_page(
     missing = {
         rid: (infos[rid].n_sessions, run_r(infos[rid].config))
         for rid, doc in stored.items()
-        if doc is None
+        if doc is None and not retried(infos[rid].config)
     }
     computed = await run_summaries(conn, missing, now)
+    for rid, doc in stored.items():
+        if doc is None and rid not in missing:
+            config = infos[rid].config
+            computed[rid] = await slot_summary(conn, rid, config, run_r(config))
     rows = []
     for rid, info in infos.items():
         doc = stored[rid]
@@ -161,6 +169,7 @@ def _session_query(run_id: str) -> Select[Any]:
     return select(
         c.id, c.task_id, c.status, c.reward, c.error_code, c.error_message,
         c.prompt_tokens, c.completion_tokens, c.duration_s, c.created_at, c.n_events,
+        c.attempt, c.retry_of,
     ).where(c.run_id == run_id)  # fmt: skip
 
 
@@ -194,6 +203,8 @@ async def sessions_page(
             duration_s=r.duration_s,
             created_at=r.created_at,
             n_events=r.n_events,
+            attempt=r.attempt or 0,
+            retry_of=r.retry_of,
         )
         for r in rows[:limit]
     ]

@@ -18,6 +18,7 @@ __all__ = [
     "CommitResult",
     "RunInfo",
     "SessionInfo",
+    "check_attempt",
     "check_id",
     "check_placement",
     "check_status",
@@ -53,6 +54,22 @@ def check_placement(node_id: str | None, worker_id: str | None) -> tuple[str | N
     return node_id, worker_id
 
 
+def check_attempt(attempt: int, retry_of: str | None) -> tuple[int, str | None]:
+    """A session's (attempt, retry_of): attempt 0 repeats nothing; a later attempt
+    (``rolltap eval --retry-failed``) names the session it repeats.
+
+    >>> check_attempt(2, "s1"), check_attempt(0, None)
+    ((2, 's1'), (0, None))
+    """
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 0 <= attempt < 2**31:
+        raise StoreValidationError(f"attempt must be an integer in 0..{2**31 - 1}")
+    if (attempt == 0) != (retry_of is None):
+        raise StoreValidationError("attempt 0 repeats no session; a later attempt names one")
+    if retry_of is not None:
+        check_id(retry_of, "retry_of session")
+    return attempt, retry_of
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """A named batch of rollouts with its config and counts, kept current by every commit."""
@@ -75,6 +92,13 @@ class RunInfo:
         """Mean reward over sessions that have one; None when none has."""
         return self.reward_sum / self.n_rewarded if self.n_rewarded else None
 
+    @property
+    def retries(self) -> int:
+        """How many ``rolltap eval --retry-failed`` passes ran: once one did, the run's
+        sessions hold attempts and its summary counts one per (task, sample)."""
+        passes = self.config.get("retries")
+        return len(passes) if isinstance(passes, list) else 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -86,6 +110,7 @@ class RunInfo:
             "n_failed": self.n_failed,
             "n_interrupted": self.n_interrupted,
             "mean_reward": self.mean_reward,
+            "retries": self.retries,
         }
 
 
@@ -107,6 +132,10 @@ class SessionInfo:
     #: the node and the worker that ran it, as its owner said (None: not said)
     node_id: str | None = None
     worker_id: str | None = None
+    #: ``rolltap eval --retry-failed``: which attempt of its (task, sample) this is (0: the
+    #: first) and the session it repeats (None for attempt 0)
+    attempt: int = 0
+    retry_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +152,8 @@ class SessionInfo:
             "fork_at": self.fork_at,
             "node_id": self.node_id,
             "worker_id": self.worker_id,
+            "attempt": self.attempt,
+            "retry_of": self.retry_of,
         }
 
 

@@ -88,6 +88,8 @@ def session_info(m: RowMapping, now: float | None = None) -> SessionInfo:
         fork_at=m["fork_at"],
         node_id=m["node_id"],
         worker_id=m["worker_id"],
+        attempt=m["attempt"] or 0,  # NULL: stored before 0006, or a first attempt
+        retry_of=m["retry_of"],
     )
 
 

@@ -12,8 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rolltap.errors import StoreError
 from rolltap.events import Event, EventLog
+from rolltap.results.rollout import RolloutResult
 from rolltap.store import reader
 from rolltap.store.aggregate import summary_of_run
+from rolltap.store.attempt_read import session_results
 from rolltap.store.ids import resolve_id
 from rolltap.store.models import RunInfo, SessionInfo
 from rolltap.store.schema import runs, sessions
@@ -97,6 +99,16 @@ class StoreReads:
         """
         async with reader.reading(self._engine) as conn:
             return await summary_of_run(conn, run_id)
+
+    async def run_results(self, run_id: str) -> list[RolloutResult]:
+        """Every session of ``run_id`` as a result read from its row (status, reward, error
+        code, tokens, duration, attempt; no per-call figures), oldest first: what a retry
+        plans from and counts beside its new attempts.
+
+        >>> # failed = [r for r in await store.run_results(run.id) if r.error_code]
+        """
+        async with reader.reading(self._engine) as conn:
+            return await session_results(conn, run_id)
 
     async def resolve_run_id(self, prefix: str) -> str:
         """The run whose id is ``prefix`` or, for 4 or more characters, starts with it.

@@ -33,6 +33,7 @@ from rolltap.store.models import (
     CommitResult,
     RunInfo,
     SessionInfo,
+    check_attempt,
     check_id,
     check_placement,
     check_status,
@@ -42,7 +43,7 @@ from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
 from rolltap.store.serialize import event_rows
-from rolltap.store.summary_ops import WriteRunSummaryOp
+from rolltap.store.summary_ops import RecordRetryOp, WriteRunSummaryOp
 from rolltap.store.url import (
     backend_of,
     mask_url,
@@ -190,26 +191,37 @@ class Store(StoreReads, StoreLeases):
         """
         await self._write(WriteRunSummaryOp(run_id, summary))
 
+    async def record_retry(
+        self, run_id: str, *, policy: str, codes: list[str] | None, slots: int
+    ) -> None:
+        """Note in the run's config that a retry pass of ``slots`` rollouts begins, with the
+        attempt ``policy`` and error ``codes`` it was given (later reads of the run's
+        summary pick one attempt per slot by that policy); its stored summary is cleared."""
+        await self._write(RecordRetryOp(run_id, policy=policy, codes=codes, slots=slots))
+
     async def create_session(
         self, run_id: str, *, session_id: str | None = None, user: str | None = None,
         task: Mapping[str, Any] | None = None, parent: str | None = None,
         fork_at: int | None = None, node_id: str | None = None, worker_id: str | None = None,
+        attempt: int = 0, retry_of: str | None = None,
     ) -> SessionInfo:  # fmt: skip
         """Create a session in ``run_id``; a fork of ``parent`` at ``fork_at`` when given.
 
         A fork starts from the parent's first ``fork_at`` events (default: all of them)
         without copying them; get its log with :meth:`load_log`, append, commit.
-        ``node_id`` (≤ 128 characters) and ``worker_id`` (≤ 64) record where it runs.
+        ``node_id`` (≤ 128 characters) and ``worker_id`` (≤ 64) record where it runs;
+        ``attempt`` (> 0) and ``retry_of`` make it a new attempt of the session it repeats.
 
         >>> # s = await store.create_session(run.id, parent=base.id, fork_at=12)
         """
         now = time.time()
         node_id, worker_id = check_placement(node_id, worker_id)
+        attempt, retry_of = check_attempt(attempt, retry_of)
         session = SessionInfo(
             id=check_id(session_id or uuid.uuid4().hex, "session"), run_id=run_id, user=user,
             task=dict(task or {}), status="pending", created_at=now, updated_at=now,
             n_events=0, reward=None, parent_id=parent, fork_at=fork_at,
-            node_id=node_id, worker_id=worker_id,
+            node_id=node_id, worker_id=worker_id, attempt=attempt, retry_of=retry_of,
         )  # fmt: skip
         op = CreateSessionOp(session, on_success=self._remember, epoch=self._epochs.get(run_id))
         result: SessionInfo = await self._write(op)

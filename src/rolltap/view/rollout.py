@@ -26,7 +26,7 @@ from rolltap.exports import (
     token_turn,
 )
 from rolltap.results.rollout import describe_versions, policy_versions
-from rolltap.store import fetch_run, iter_event_rows, reading, row_event
+from rolltap.store import fetch_run, iter_event_rows, reading, retried_by, row_event
 from rolltap.view.base import page, session_of, store_of
 
 __all__ = ["TokenView", "export_view", "rollout_view", "token_view"]
@@ -96,10 +96,12 @@ async def rollout_view(request: web.Request) -> web.Response:
         info = await session_of(conn, store, request.match_info["session"])
         run = await fetch_run(conn, info.run_id)
         events = [row_event(*row) async for row in iter_event_rows(conn, info)]
+        # its next attempts (rolltap eval --retry-failed), found by their retry_of
+        again = await retried_by(conn, info.id)
     transcript = build_transcript(events)
     return page(request, "rollout.html", {
         "session": info, "run": run, "transcript": transcript, "events": events,
-        "rewrites": _rewrites(events), "tokens": token_view(events),
+        "rewrites": _rewrites(events), "tokens": token_view(events), "retried_by": again,
         # read from the events: cheap beside the transcript built from them already
         "versions": describe_versions(policy_versions(events)),
     })  # fmt: skip

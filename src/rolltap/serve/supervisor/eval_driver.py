@@ -4,7 +4,8 @@ With ``workers`` (local processes) or ``ray`` (Ray actors) in the run config, th
 driver starts a :class:`~rolltap.serve.supervisor.supervisor.Supervisor` with that launcher,
 creates (or takes over, on resume) the run, and feeds it the run's rollouts as room
 frees up — at most ``c`` in flight in all, split evenly over the workers. Results stream
-back into one progress display and one summary, and ``--resume`` works as in-process.
+back into one progress display and one summary, and ``--resume`` and ``--retry-failed``
+work as in-process.
 A lost worker costs only its rollouts (``worker_lost``); a driver that has work left but
 no worker for ``start_timeout_s`` fails the run with ``workers_lost`` instead of waiting.
 
@@ -31,8 +32,8 @@ from typing import Any
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError, RolltapError, ServiceFullError, WorkersLostError
 from rolltap.otel import otel_enabled
+from rolltap.results.attempts import summarize_run
 from rolltap.results.rollout import RolloutResult
-from rolltap.results.summary import summarize
 from rolltap.rollouts.api import (
     LOCAL_SAMPLING,
     Hooks,
@@ -46,7 +47,7 @@ from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT, RunConfig
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.runner import WorkItem
 from rolltap.rollouts.tasks import Task
-from rolltap.rollouts.workplan import plan_resume
+from rolltap.rollouts.workplan import plan_again
 from rolltap.serve.config import ServeConfig
 from rolltap.serve.protocol import RolloutSpec
 from rolltap.serve.supervisor.placement import Batch
@@ -97,6 +98,8 @@ class EvalDriver:
         self._inflight = 0
         #: when each rollout in flight was submitted, seconds into the run (by task, sample)
         self._started: dict[tuple[str, int], float] = {}
+        #: each rollout's (attempt, retry_of), by (task, sample): a lost one's result too
+        self._links: dict[tuple[str, int], tuple[int, str | None]] = {}
         self._t0 = time.monotonic()
         #: results as they land; ``None``: the workers changed, look for room again
         self._landed: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
@@ -113,15 +116,17 @@ class EvalDriver:
         if self._supervisor is not None:
             self._supervisor.cancel_all()
 
-    async def run(self, resume_run: str | None) -> RunResult:
+    async def run(self, resume_run: str | None, *, retry_run: str | None = None) -> RunResult:
+        """Run the config's rollouts (or finish ``resume_run``, or run the failed rollouts
+        of ``retry_run`` again) on the workers; every result and the run's summary."""
         config = self.config
         # harness, rewards, endpoint, extras: before anything starts
         plan = prepare(config, endpoint=self._endpoint)
         if config.ray is not None and plan.endpoint is None:
             raise ConfigError(RAY_NEEDS_ENDPOINT)
         otel_enabled(config.otel)
-        tasks = None
-        if resume_run is None:
+        tasks, again = None, resume_run or retry_run
+        if again is None:
             tasks = list(self._tasks) if self._tasks is not None else load_run_tasks(config)
         async with run_endpoint(config, plan, self.hooks) as endpoint:
             sampling = config.sampling or (LOCAL_SAMPLING if plan.endpoint is None else {})
@@ -129,19 +134,23 @@ class EvalDriver:
                 self.hooks.on_stage("starting the workers…")
             async with Supervisor(self._serve_config(endpoint)) as supervisor:
                 self._supervisor = supervisor
-                run_id, items, earlier = await self._plan(supervisor, tasks, resume_run)
+                run_id, items, earlier = await self._plan(
+                    supervisor, tasks, again, retry=retry_run is not None
+                )
                 if self.hooks.on_runner is not None:
                     self.hooks.on_runner(self)
                 if self.hooks.on_plan is not None:
                     self.hooks.on_plan(run_id, len(items))
-                specs = deque(_spec(config, item, sampling) for item in items)
-                await self._feed(supervisor, run_id, specs)
+                pending = deque(items)
+                await self._feed(supervisor, run_id, pending, sampling)
                 workers = self.workers()
                 everything = earlier + self.results
-                summary = summarize(everything, r=config.r)
-                if not self.stopping and not specs:
+                summary = summarize_run(everything, r=config.r, policy=config.attempt_policy,
+                                        calls_known=not earlier)  # fmt: skip
+                if not self.stopping and not pending:
                     await store_summary(supervisor.store, run_id, summary)
-        return RunResult(run_id, everything, summary, self.stopping, workers)
+        retried = len(self.results) if retry_run else None
+        return RunResult(run_id, everything, summary, self.stopping, workers, retried=retried)
 
     def _serve_config(self, endpoint: EndpointConfig) -> ServeConfig:
         config = self.config
@@ -167,21 +176,23 @@ class EvalDriver:
         }, source="run config")  # fmt: skip
 
     async def _plan(
-        self, supervisor: Supervisor, tasks: list[Task] | None, resume_run: str | None
+        self, supervisor: Supervisor, tasks: list[Task] | None, again: str | None, *, retry: bool
     ) -> tuple[str, list[WorkItem], list[RolloutResult]]:
         store = supervisor.store
-        if resume_run is not None:
+        if again is not None:
             # take the run over first: what a lost owner left is stored interrupted, and
             # its late commits are refused, before the plan deletes and reruns them
-            await supervisor.own_run(resume_run)
-            items, earlier = await plan_resume(store, resume_run, self.config, self._tasks)
-            return resume_run, items, earlier
+            await supervisor.own_run(again)
+            items, earlier = await plan_again(store, again, self.config, self._tasks, retry=retry)
+            return again, items, earlier
         assert tasks is not None
         run = await store.create_run(self.config.name, {"run": self.config.model_dump(mode="json")})
         await supervisor.own_run(run.id)
         return run.id, [WorkItem(t, s) for t in tasks for s in range(self.config.r)], []
 
-    async def _feed(self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]) -> None:
+    async def _feed(
+        self, supervisor: Supervisor, run_id: str, specs: deque[WorkItem], sampling: dict[str, Any]
+    ) -> None:
         """Submit as room frees up — a result landed, a worker (re)joined — until every
         rollout has a result, or the run stops."""
         failure: RolltapError | None = None
@@ -193,7 +204,7 @@ class EvalDriver:
             try:
                 while (specs and not self.stopping) or self._inflight:
                     if specs and not self.stopping:
-                        batch = await self._submit(supervisor, run_id, specs)
+                        batch = await self._submit(supervisor, run_id, specs, sampling)
                         if batch is not None:
                             helpers.append(group.create_task(self._collect(batch)))
                     if self._inflight == 0:
@@ -230,15 +241,20 @@ class EvalDriver:
         )  # fmt: skip
 
     async def _submit(
-        self, supervisor: Supervisor, run_id: str, specs: deque[RolloutSpec]
-    ) -> Batch | None:
+        self, supervisor: Supervisor, run_id: str, specs: deque[WorkItem],
+        sampling: dict[str, Any],
+    ) -> Batch | None:  # fmt: skip
         room = min(supervisor.room(), self.config.c - self._inflight, len(specs),
                    supervisor.config.max_batch)  # fmt: skip
         if room <= 0:
             return None
         chosen = [specs.popleft() for _ in range(room)]
+        links = [(item.attempt, item.retry_of) for item in chosen]
         try:
-            batch = await supervisor.submit(chosen, run_id=run_id)
+            batch = await supervisor.submit(
+                [_spec(self.config, item, sampling) for item in chosen], run_id=run_id,
+                attempts=links,
+            )  # fmt: skip
         except (ServiceFullError, StoreUnavailableError, StoreFullError) as err:
             # a worker was lost between counting and placing, or the store is away or full:
             # they go back to the front and are offered again after the next result
@@ -249,8 +265,9 @@ class EvalDriver:
             return None
         self._inflight += len(chosen)
         now = time.monotonic() - self._t0
-        for spec in chosen:
-            self._started[(str(spec.task.get("id")), spec.sample)] = now
+        for item in chosen:
+            self._started[(item.task.id, item.sample)] = now
+            self._links[(item.task.id, item.sample)] = (item.attempt, item.retry_of)
         return batch
 
     async def _collect(self, batch: Batch) -> None:
@@ -262,6 +279,9 @@ class EvalDriver:
         self._inflight -= 1
         result = RolloutResult.from_wire(message)
         result.started_s = self._started.pop((result.task_id, result.sample), 0.0)
+        result.attempt, result.retry_of = self._links.pop(
+            (result.task_id, result.sample), (0, None)
+        )
         self.results.append(result)
         if self.hooks.on_result is not None:
             self.hooks.on_result(result)

@@ -135,9 +135,13 @@ class Job:
     deadline: float
     cancel_requested: bool = False
     done: bool = False
+    #: a later attempt of its (task, sample) repeats the session ``retry_of`` (an eval's
+    #: ``--retry-failed``; not part of the service's API)
+    attempt: int = 0
+    retry_of: str | None = None
 
     def submit_frame(self) -> dict[str, Any]:
-        return {
+        frame: dict[str, Any] = {
             "type": "submit",
             "job": self.id,
             "run_id": self.batch.run_id,
@@ -145,6 +149,9 @@ class Job:
             "epoch": self.batch.epoch,
             "spec": self.spec.model_dump(mode="json"),
         }
+        if self.attempt:
+            frame["attempt"], frame["retry_of"] = self.attempt, self.retry_of
+        return frame
 
 
 @dataclass(eq=False)

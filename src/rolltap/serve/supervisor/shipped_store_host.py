@@ -66,6 +66,9 @@ class ShippedStoreHost:
             # absent from frames of a worker that names no placement
             node_id=message.get("node_id"),
             worker_id=message.get("worker_id"),
+            # absent from frames of a worker that runs no later attempts
+            attempt=message.get("attempt") or 0,
+            retry_of=message.get("retry_of"),
         )
         self._mirrors[info.id] = EventLog()
         return info.to_dict()

@@ -185,8 +185,10 @@ class Supervisor:
         *,
         run_id: str | None = None,
         run_name: str | None = None,
+        attempts: Sequence[tuple[int, str | None]] | None = None,
     ) -> Batch:
         """Admit ``specs`` as one batch and dispatch them; read ``batch.results()``.
+        ``attempts``: each spec's (attempt, the session it repeats), for an eval's retry.
 
         Raises ``ServiceFullError`` (429, retryable) when the workers lack room for the
         whole batch, ``ServiceDrainingError`` (503) once a drain has begun,
@@ -206,8 +208,10 @@ class Supervisor:
         # its writes may wait out an outage, up to the store's timeout, before it reports
         deadline += max(60.0, 2 * self.config.heartbeat_timeout_s)
         deadline += self.config.store_unavailable_timeout_s
-        for spec, handle in zip(specs, handles, strict=True):
-            job = Job(new_id(), batch, spec, spec.to_task(), handle, deadline)
+        links = attempts or [(0, None)] * len(specs)
+        for spec, handle, (attempt, retry_of) in zip(specs, handles, links, strict=True):
+            job = Job(new_id(), batch, spec, spec.to_task(), handle, deadline,
+                      attempt=attempt, retry_of=retry_of)  # fmt: skip
             batch.jobs[job.id] = handle.jobs[job.id] = self.jobs[job.id] = job
         self.batches[batch.id] = batch
         self._idle.clear()
@@ -316,6 +320,7 @@ class Supervisor:
             await store_lost(
                 self.store, run_id=job.batch.run_id, session_id=job.id, task=job.task,
                 sample=job.spec.sample, user=job.spec.user, status=status, error=reason,
+                attempt=job.attempt, retry_of=job.retry_of,
             )  # fmt: skip
         except StoreError as err:
             log.warning("could not store %s for %s: %s", status, job.id, err)

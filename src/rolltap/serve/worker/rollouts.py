@@ -59,6 +59,9 @@ class JobRun:
     unsaved: UnsavedFiles | None = None
     cancelled: bool = False
     started: float = field(default_factory=time.monotonic)
+    #: a later attempt of its (task, sample) repeats the session ``retry_of``
+    attempt: int = 0
+    retry_of: str | None = None
 
     def cancel(self) -> None:
         """Stop the rollout: its harness is cancelled and it ends ``cancelled``."""
@@ -71,7 +74,8 @@ class JobRun:
         if self.block_s is not None:
             block_loop(self.block_s)
         if self.runner is not None and not self.cancelled:
-            results = await self.runner.run([WorkItem(self.task, self.spec.sample)])
+            item = WorkItem(self.task, self.spec.sample, self.attempt, self.retry_of)
+            results = await self.runner.run([item])
             if results:
                 out = results[0].to_wire()
                 if self.runner.store_failure is not None:
@@ -107,6 +111,7 @@ class JobRun:
             await store_outcome(
                 self.store, run_id=self.run_id, session_id=self.session_id, task=self.task,
                 sample=self.spec.sample, user=self.spec.user, status=status, error=error,
+                attempt=self.attempt, retry_of=self.retry_of,
             )  # fmt: skip
         except StoreError as err:
             error = f"{error}; store: {err.message}"
@@ -180,6 +185,8 @@ class JobRunFactory:
             id=message["job"], run_id=message["run_id"], session_id=message["session_id"],
             spec=spec, task=spec.to_task(), store=JobStore(self.store, message["session_id"]),
             runner=None, unsaved=self._unsaved,
+            # absent unless the driver of an eval's retry sent a later attempt
+            attempt=int(message.get("attempt") or 0), retry_of=message.get("retry_of"),
         )  # fmt: skip
         if spec.block_loop_s is not None and self.config.test_hooks:
             job.block_s = spec.block_loop_s

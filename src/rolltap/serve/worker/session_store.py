@@ -107,10 +107,12 @@ class ShippedStore:
         task: Mapping[str, Any] | None = None,
         node_id: str | None = None,
         worker_id: str | None = None,
+        attempt: int = 0,
+        retry_of: str | None = None,
     ) -> SessionInfo:
         value = await self._rpc.call(
             "create_session", run_id=run_id, session_id=session_id, user=user, task=task,
-            node_id=node_id, worker_id=worker_id,
+            node_id=node_id, worker_id=worker_id, attempt=attempt, retry_of=retry_of,
         )  # fmt: skip
         info = SessionInfo(**value)
         self._shipped[info.id] = 0
@@ -165,10 +167,12 @@ class JobStore:
         task: Mapping[str, Any] | None = None,
         node_id: str | None = None,
         worker_id: str | None = None,
+        attempt: int = 0,
+        retry_of: str | None = None,
     ) -> SessionInfo:
         return await self._store.create_session(
             run_id, session_id=session_id or self.session_id, user=user, task=task,
-            node_id=node_id, worker_id=worker_id,
+            node_id=node_id, worker_id=worker_id, attempt=attempt, retry_of=retry_of,
         )  # fmt: skip
 
     async def commit(
