@@ -121,7 +121,9 @@ class AttemptCases:
         back = {s.id: _link(s) for s in await store.list_sessions(run_id)}
         assert back == {made["first"].id: (0, None), made["other"].id: (0, None),
                         made["again"].id: (1, made["first"].id)}  # fmt: skip
-        bad = orjson.dumps({**lines[0], "session": {**lines[0]["session"], "attempt": 3}})
+        # a later attempt that names no session it repeats (export order is by id: pick it)
+        plain = next(line for line in lines if line["session"]["id"] == made["first"].id)
+        bad = orjson.dumps({**plain, "session": {**plain["session"], "attempt": 3}})
         with pytest.raises(StoreValidationError, match="line 1: attempt 0 repeats"):
             await import_jsonl(store, io.BytesIO(bad), skip_existing=True)
 
