@@ -9,7 +9,8 @@ from rolltap import errors
 
 EXPECTED = {
     # run an eval
-    "evaluate", "resume", "retry_failed", "RunConfig", "InProcess", "Workers", "Ray", "Task",
+    "evaluate", "resume", "retry_failed", "score", "Scored", "RunConfig", "InProcess", "Workers",
+    "Ray", "Task",
     "Harness", "HarnessContext", "HarnessResult", "Hooks", "RunResult", "RolloutResult",
     # the gateway, and beneath it
     "Gateway", "Rollout", "EndpointConfig", "GatewaySettings", "Timeouts", "ModelClientPool",

@@ -3,6 +3,7 @@ r"""rolltap: run many concurrent LLM agent rollouts through a tapping, multiplex
 The public names, by what a user does with them:
 
 * run an eval — :func:`evaluate`, :func:`resume`, :func:`retry_failed`, :class:`RunConfig`,
+  :func:`score` (a stored run scored again, no model call: :class:`Scored`),
   on a backend (:class:`InProcess`, :class:`Workers`, :class:`Ray`); :class:`Task`, a harness
   (:data:`Harness`, given a :class:`HarnessContext`, returning a :class:`HarnessResult`),
   :class:`RunResult` of :class:`RolloutResult`\ s, :class:`Hooks` for a front end
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         RunResult,
         Task,
     )
+    from rolltap.rollouts.scoring import Scored, score
     from rolltap.serve import Ray, ServeClient, Workers
     from rolltap.sim import SimConfig, Simulator
     from rolltap.store import Store
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
 _EVAL = {
     "evaluate": "rolltap.evaluation", "resume": "rolltap.evaluation",
     "retry_failed": "rolltap.evaluation",
+    "score": "rolltap.rollouts.scoring", "Scored": "rolltap.rollouts.scoring",
     **dict.fromkeys(("Harness", "HarnessContext", "HarnessResult", "Hooks", "InProcess",
                      "RolloutResult", "RunConfig", "RunResult", "Task"), "rolltap.rollouts"),
     "Workers": "rolltap.serve", "Ray": "rolltap.serve",
@@ -157,6 +160,7 @@ __all__ = [
     "RolltapError",
     "RunConfig",
     "RunResult",
+    "Scored",
     "ServeClient",
     "SimConfig",
     "Simulator",
@@ -175,6 +179,7 @@ __all__ = [
     "join_url",
     "resume",
     "retry_failed",
+    "score",
 ]
 
 

@@ -12,6 +12,7 @@ from store.cases_leases import LeaseCases
 from store.cases_outage import OutageCases
 from store.cases_placement import PlacementCases
 from store.cases_schema_0006 import Schema0006Cases
+from store.cases_scorings import ScoringCases
 from store.cases_summary import SummaryCases
 
 
@@ -27,5 +28,6 @@ class TestStore(
     PlacementCases,
     Schema0006Cases,
     AttemptCases,
+    ScoringCases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""

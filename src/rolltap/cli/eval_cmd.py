@@ -29,13 +29,11 @@ from rolltap.cli.common import (
     run_async,
     unsupported_fields,
 )
-from rolltap.cli.compare import summarize_run
 from rolltap.cli.eval_again import Again, retry_exit, run_again
-from rolltap.cli.report import ProgressReporter, render_compare, render_summary, render_workers
+from rolltap.cli.report import ProgressReporter, render_summary, render_workers
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
 from rolltap.rollouts.api import Stoppable
-from rolltap.store import Store, resolve_store_url
 
 __all__ = ["register"]
 
@@ -295,26 +293,6 @@ def _merged(
         "limits": {**base.limits.model_dump(), **given},
         "sampling": {**base.sampling, **sampling} if sampling else None,
     })  # fmt: skip
-
-
-def compare_command(
-    run_a: Annotated[str, typer.Argument(help="First run id")],
-    run_b: Annotated[str, typer.Argument(help="Second run id")],
-    store: Annotated[str | None, typer.Option(help="Store URL \\[sqlite:///rolltap.db]")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Two runs' summaries side by side (reward, pass@k, statuses, tokens, latency)."""
-
-    async def main() -> None:
-        async with await Store.open(resolve_store_url(store), create=False) as opened:
-            ids = [await opened.resolve_run_id(rid) for rid in (run_a, run_b)]  # or prefixes
-            runs = {rid: await summarize_run(opened, rid) for rid in ids}
-        if as_json:
-            sys.stdout.write(orjson.dumps(runs, option=orjson.OPT_INDENT_2).decode() + "\n")
-        else:
-            render_compare(console, runs)
-
-    run_async(main())
 
 
 def register(app: typer.Typer) -> None:

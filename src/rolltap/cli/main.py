@@ -51,13 +51,23 @@ def register_commands() -> typer.Typer:
         eval_cmd,
         gateway_cmd,
         local_cmd,
+        score_cmd,
         serve_cmd,
         sim_cmd,
         store_cmd,
         view_cmd,
     )
 
-    for module in (eval_cmd, gateway_cmd, serve_cmd, sim_cmd, local_cmd, store_cmd, view_cmd):
+    for module in (
+        eval_cmd,
+        score_cmd,
+        gateway_cmd,
+        serve_cmd,
+        sim_cmd,
+        local_cmd,
+        store_cmd,
+        view_cmd,
+    ):
         module.register(app)
     return app
 

@@ -28,8 +28,8 @@ class ProgressReporter:
     """Counts results as they land: done/total, rate, errors, mean reward — and says
     when the store is unavailable (``store unavailable for 12 s, 34 commits pending``)."""
 
-    def __init__(self, console: Console, total: int = 0) -> None:
-        self.console = console
+    def __init__(self, console: Console, total: int = 0, *, label: str = "eval") -> None:
+        self.console, self.label = console, label
         self.total, self.done, self.errors = total, 0, 0
         self._reward_sum, self._rewarded = 0.0, 0
         self._t0 = time.monotonic()
@@ -41,11 +41,11 @@ class ProgressReporter:
     def __enter__(self) -> ProgressReporter:
         if self.console.is_terminal:
             self._bar = Progress(
-                TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
+                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=self.console,
             )  # fmt: skip
             self._bar.start()
-            self._task = self._bar.add_task("eval", total=self.total or None, stats="")
+            self._task = self._bar.add_task(self.label, total=self.total or None, stats="")
         return self
 
     def __exit__(
@@ -128,6 +128,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     rows += [(k, _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
     rows += _attempts(summary.get("attempts"))
+    rows += _scoring(summary.get("scoring"))
     rows += [(f"status {k}", str(v)) for k, v in summary["statuses"].items()]
     rows += [
         (f"error {code}", f"× {entry['count']}: {_clip(entry['first_message'])}")
@@ -155,6 +156,16 @@ def _attempts(found: Any) -> list[tuple[str, str]]:
             f"sessions, up to attempt {found['max_attempt']}; counting the "
             f"{found['policy']} attempt of each")  # fmt: skip
     return [("attempts", said)]
+
+
+def _scoring(found: Any) -> list[tuple[str, str]]:
+    """The ``scoring`` row, only for a run scored again (``rolltap score``)."""
+    if not isinstance(found, dict):
+        return []
+    if found.get("id") is None:
+        return [("scoring", "original (the run's own rewards)")]
+    said = f"{found['label']} ({str(found['id'])[:8]}; {found.get('of', 1)} scoring(s))"
+    return [("scoring", _clip(said))]
 
 
 def _versions(found: Any) -> list[tuple[str, str]]:

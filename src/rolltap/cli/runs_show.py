@@ -1,9 +1,11 @@
 """``rolltap runs show RUN``: one stored run — its summary, its attempts, its sessions.
 
 The summary is the one ``rolltap eval`` printed (stored by the run's owner, else made
-from the store); a run retried with ``rolltap eval --retry-failed`` says how many of its
-rollouts were retried and by which policy its summary counts one attempt each, and its
-sessions list shows each session's attempt and the session it repeats.
+from the store), or, once the run was scored again (``rolltap score``), its latest
+scoring's (``--scoring`` picks one, ``original`` the run's own rewards). A run retried
+with ``rolltap eval --retry-failed`` says how many of its rollouts were retried and by
+which policy its summary counts one attempt each, and its sessions list shows each
+session's attempt and the session it repeats.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rolltap.cli.report import render_summary
 from rolltap.cli.tables import Column, fitted_table
 from rolltap.results.attempts import by_slot
 from rolltap.results.rollout import RolloutResult
+from rolltap.rollouts.scoring_read import choose, results_under, summary_under
 from rolltap.store import STORE_ENV, Store, resolve_store_url
 
 __all__ = ["runs_show"]
@@ -57,17 +60,25 @@ def runs_show(
     limit: Annotated[
         int | None, typer.Option("--limit", min=0, help="List at most N sessions (0: none)")
     ] = None,
+    scoring: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME|ID|original",
+            help="Read the run under this scoring (rolltap score) \\[the latest]",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """A run's summary (one attempt per rollout once retried), attempts and sessions
-    (RUN: an id or a unique prefix)."""
+    """A run's summary (one attempt per rollout once retried; under its latest scoring
+    once scored again), attempts and sessions (RUN: an id or a unique prefix)."""
 
     async def main() -> None:
         async with await Store.open(resolve_store_url(store), create=False) as opened:
             full_id = await opened.resolve_run_id(run_id)
             info = await opened.get_run(full_id)
-            summary = await opened.run_summary(full_id)
-            results = await opened.run_results(full_id)
+            choice = await choose(opened, full_id, scoring)
+            summary = await summary_under(opened, full_id, choice)
+            results = await results_under(opened, await opened.run_results(full_id), choice)
         # each rollout's attempts together, in order
         slots = by_slot(results).values()
         sessions = [res for group in slots for res in sorted(group, key=_attempt)][:limit]

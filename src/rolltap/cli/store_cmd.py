@@ -15,7 +15,7 @@ import orjson
 import typer
 
 from rolltap.cli.common import console, err_console, run_async
-from rolltap.cli.eval_cmd import compare_command
+from rolltap.cli.compare import compare_command
 from rolltap.cli.runs_show import runs_show
 from rolltap.cli.tables import Column, fitted_table
 from rolltap.errors import UsageError

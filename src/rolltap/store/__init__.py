@@ -15,8 +15,8 @@ pages (:func:`runs_page`, :func:`sessions_page`, :func:`tasks_page`, :func:`task
 ...         await store.commit(session.id, log, status="completed", reward=1.0)
 """
 
-from rolltap.store.aggregate import summary_of_run
-from rolltap.store.attempt_read import retried_by
+from rolltap.store.aggregate import run_r, summary_of_run
+from rolltap.store.attempt_read import retried_by, run_policy
 from rolltap.store.browse import (
     SESSION_SORTS,
     RunRow,
@@ -59,6 +59,9 @@ from rolltap.store.reader import (
     list_sessions,
     reading,
 )
+from rolltap.store.rollup_read import reward_histogram
+from rolltap.store.scoring_ops import Score, ScoringInfo
+from rolltap.store.scorings import ORIGINAL as ORIGINAL_SCORING
 from rolltap.store.serialize import event_json, event_rows, row_event
 from rolltap.store.store import Store
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url, resolve_store_url
@@ -69,6 +72,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL_S",
     "DEFAULT_STORE_URL",
     "DEFAULT_UNAVAILABLE_TIMEOUT_S",
+    "ORIGINAL_SCORING",
     "SESSION_SORTS",
     "STORE_ENV",
     "CommitResult",
@@ -80,6 +84,8 @@ __all__ = [
     "RunInfo",
     "RunRow",
     "SchemaVersionError",
+    "Score",
+    "ScoringInfo",
     "SessionFilter",
     "SessionInfo",
     "SessionRow",
@@ -108,7 +114,10 @@ __all__ = [
     "reading",
     "resolve_store_url",
     "retried_by",
+    "reward_histogram",
     "row_event",
+    "run_policy",
+    "run_r",
     "runs_page",
     "sessions_page",
     "summary_of_run",

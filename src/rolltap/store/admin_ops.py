@@ -17,7 +17,7 @@ from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.reader import exists, fetch_session
 from rolltap.store.rollup import NO_TASK, Facts, Rollup
 from rolltap.store.rollup_sql import apply_rollup, drop_rollups, rebuild_rollups
-from rolltap.store.schema import events, leases, runs, sessions
+from rolltap.store.schema import events, leases, runs, scores, scorings, sessions
 from rolltap.store.serialize import dump_doc, row_event
 from rolltap.store.session_columns import SessionMetrics, duration_of, task_id_of
 
@@ -159,8 +159,16 @@ async def _delete_sessions(conn: AsyncConnection, ids: Sequence[str]) -> set[str
         await conn.execute(sessions.update().where(sessions.c.id.in_(chunk)).values(parent_id=None))
     for chunk in _chunks(ids):
         await conn.execute(events.delete().where(events.c.session_id.in_(chunk)))
+        await conn.execute(scores.delete().where(scores.c.session_id.in_(chunk)))
         await conn.execute(sessions.delete().where(sessions.c.id.in_(chunk)))
     return run_ids
+
+
+async def _delete_scorings(conn: AsyncConnection, run_id: str) -> None:
+    """Delete the run's scorings (``rolltap score``) and every score they hold."""
+    theirs = select(scorings.c.id).where(scorings.c.run_id == run_id)
+    await conn.execute(scores.delete().where(scores.c.scoring_id.in_(theirs)))
+    await conn.execute(scorings.delete().where(scorings.c.run_id == run_id))
 
 
 async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
@@ -244,6 +252,7 @@ class DeleteRunOp(WriteOp):
         mine = sessions.c.run_id == self.run_id
         await conn.execute(sessions.update().where(mine).values(parent_id=None))
         await conn.execute(events.delete().where(events.c.session_id.in_(inside)))
+        await _delete_scorings(conn, self.run_id)
         self.count = (await conn.execute(sessions.delete().where(mine))).rowcount
         await conn.execute(leases.delete().where(leases.c.run_id == self.run_id))
         await drop_rollups(conn, [self.run_id])

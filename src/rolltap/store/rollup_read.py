@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.results.rollups import Rollups
 from rolltap.results.summary import RunSummary
-from rolltap.store.rollup import LOG, bin_edges
+from rolltap.store.rollup import LOG, bin_edges, reward_bin
 from rolltap.store.schema import leases, run_stats
 
-__all__ = ["RunStats", "read_run_stats"]
+__all__ = ["RunStats", "read_run_stats", "reward_histogram"]
 
 #: at most this many bars in a histogram (adjacent bins merge beyond it)
 MAX_BARS = 40
@@ -50,6 +50,16 @@ class RunStats(Rollups):
             if bins:
                 out[name] = _histogram(LOG if name != "reward" else "linear", bins)
         return out
+
+
+def reward_histogram(rewards: Iterable[float]) -> dict[str, Any] | None:
+    """The reward histogram of ``rewards`` in the run histograms' bins (None: no reward):
+    a scoring's, whose rewards no rollup counts."""
+    bins: dict[str, tuple[int, float, str | None]] = {}
+    for value in rewards:
+        key = reward_bin(value)
+        bins[key] = (bins.get(key, (0, 0.0, None))[0] + 1, 0.0, None)
+    return _histogram("linear", bins) if bins else None
 
 
 def _histogram(scale: str, bins: Mapping[str, tuple[int, float, str | None]]) -> dict[str, Any]:

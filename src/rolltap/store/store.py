@@ -42,6 +42,7 @@ from rolltap.store.opening import check_sqlite_file
 from rolltap.store.ops import CommitOp, SessionState, WriteOp
 from rolltap.store.reads import StoreReads
 from rolltap.store.schema import runs, sessions
+from rolltap.store.scorings import StoreScorings
 from rolltap.store.serialize import event_rows
 from rolltap.store.summary_ops import RecordRetryOp, WriteRunSummaryOp
 from rolltap.store.url import (
@@ -56,7 +57,7 @@ from rolltap.store.writer import Writer, WriterHooks, WriterStats
 __all__ = ["Store"]
 
 
-class Store(StoreReads, StoreLeases):
+class Store(StoreReads, StoreLeases, StoreScorings):
     """Runs, sessions and event logs in SQLite, PostgreSQL or MySQL/MariaDB.
 
     Open with ``async with await Store.open(url) as store:``. Every write goes through

@@ -13,14 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.errors import UsageError
 from rolltap.results.statuses import STATUSES
+from rolltap.rollouts.scoring_read import Choice, choose, summary_under
 from rolltap.store import (
     SESSION_SORTS,
+    Score,
     SessionFilter,
     Store,
+    StoreNotFoundError,
     reading,
     runs_page,
     sessions_page,
-    summary_of_run,
     task_rows,
     tasks_page,
 )
@@ -85,16 +87,32 @@ async def run_view(request: web.Request) -> web.Response:
     async with reading(store.engine) as conn:
         info = await run_of(conn, store, request.match_info["run"])
         run_id = info.id
-        summary = await summary_of_run(conn, run_id)
         rows, more = await sessions_page(
             conn, run_id, flt, sort=sort, desc=desc, offset=offset, limit=size
         )
         tasks, more_tasks = await tasks_page(conn, run_id, offset=task_offset, limit=size)
         compare = await _compare(conn, store, other, [t.task_id for t in tasks]) if other else None
+    choice, summary, scores = await _scored(request, store, run_id, [row.id for row in rows])
     return page(request, "run.html", {
         "run": info, "summary": summary, "sessions": rows, "more": more, "offset": offset,
         "tasks": tasks, "more_tasks": more_tasks, "toffset": task_offset, "size": size,
         "filter": flt, "sort": sort, "desc": desc, "sorts": list(SESSION_SORTS),
         "statuses": sorted(STATUSES), "errors": list((summary.get("errors") or {}).keys()),
         "compare": compare, "compare_id": other, "query": dict(request.query),
+        "scoring": choice.to_dict(), "scorings": choice.known, "scores": scores,
     })  # fmt: skip
+
+
+async def _scored(
+    request: web.Request, store: Store, run_id: str, shown: list[str]
+) -> tuple[Choice, dict[str, Any], dict[str, Score]]:
+    """The scoring ``?scoring=`` picks (default the latest), the summary under it and the
+    shown sessions' scores under it (none for the run's own rewards)."""
+    ref = request.query.get("scoring") or None
+    try:
+        choice = await choose(store, run_id, ref)
+    except StoreNotFoundError as exc:
+        raise UsageError(exc.message) from exc
+    summary = await summary_under(store, run_id, choice)
+    scores = await store.scores(choice.chosen.id, shown) if choice.chosen else {}
+    return choice, summary, scores
