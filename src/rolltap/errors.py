@@ -82,10 +82,11 @@ Most classes are defined here; the rest beside the code that raises them
     │   └── UpstreamTimeoutError
     └── UsageError
         ├── AmbiguousIdError
-        └── ConfigError
-            ├── MissingAgentError
-            ├── MissingExtraError
-            └── TokenizerMismatchError
+        ├── ConfigError
+        │   ├── MissingAgentError
+        │   ├── MissingExtraError
+        │   └── TokenizerMismatchError
+        └── RunNotFinishedError
 
 (``python -m rolltap.errors_doc --tree`` draws it from the classes; ``tests/test_errors.py``
 checks that this drawing is the real hierarchy.)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Sequence
 
@@ -45,3 +46,15 @@ def turns_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
 async def async_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
     await asyncio.sleep(0)
     return 0.5
+
+
+def events_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
+    """A reward that reads everything it is given: the task's id, the answer, the kinds
+    of the events in order (a scoring handed other events than eval did scores otherwise)."""
+    kinds = "".join(str(e.kind)[0] for e in events)
+    return (hash_text(f"{task.id}|{answer}|{kinds}") % 1000) / 1000
+
+
+def hash_text(text: str) -> int:
+    """A stable hash (``hash`` is salted per process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")

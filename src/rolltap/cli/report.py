@@ -64,7 +64,8 @@ class ProgressReporter:
     def plan(self, run_id: str, total: int) -> None:
         """The run id and how many rollouts will run."""
         self.total = total
-        self.console.print(f"run {run_id}: {total} rollouts")
+        doing = "" if self.label == "eval" else f"{self.label} "
+        self.console.print(f"{doing}run {run_id}: {total} rollouts")
         if self._bar is not None:
             self._bar.update(self._task, total=total, stats="")
 
