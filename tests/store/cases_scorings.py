@@ -157,5 +157,12 @@ class ScoringCases:
         await store.write_scores(info.id, many)
         assert {s.reward for s in (await store.scores(info.id)).values()} == {0.5}
         assert await store.scores(info.id, [ids["t1"]]) == {ids["t1"]: many[1]}
+        # no summary yet (a score stopped half-way): not listed, not read
+        assert await store.list_scorings(run_id) == []
+        assert [i.id for i in await store.list_scorings(run_id, incomplete=True)] == [info.id]
+        with pytest.raises(StoreNotFoundError, match="its scorings: none"):
+            await store.resolve_scoring(run_id, info.id)
+        await store.write_scoring_summary(info.id, {"rollouts": 4})
+        assert (await store.resolve_scoring(run_id)).summary == {"rollouts": 4}
         with pytest.raises(StoreNotFoundError):
             await store.create_scoring("no-such-run", [])

@@ -193,12 +193,13 @@ async def score_stored(
         )
     tasks = {s.id: _task(s) for s in await store.list_sessions(run_id)}
     todo = [(res, tasks.get(res.session_id or "")) for res in results]
-    info = await store.create_scoring(
-        run_id, [{"name": s.name, "weight": s.weight} for s in specs], name=name
-    )
     if on_plan is not None:
         on_plan(run_id, len(todo))
     scores, scored = await _score_all(store, scorer, todo, concurrency, on_result)
+    # stored once every rollout is scored; complete (readable) once its summary lands
+    info = await store.create_scoring(
+        run_id, [{"name": s.name, "weight": s.weight} for s in specs], name=name
+    )
     await store.write_scores(info.id, scores)
     summary = _summary(scored, run.config, await store.run_summary(run_id))
     await store.write_scoring_summary(info.id, summary)

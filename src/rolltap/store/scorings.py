@@ -69,28 +69,30 @@ class StoreScorings:
         """Store the scoring's summary (JSON-ready); a scoring without one is incomplete."""
         await self._write(WriteScoringSummaryOp(scoring_id, summary))
 
-    async def list_scorings(self, run_id: str) -> list[ScoringInfo]:
-        """The run's scorings, oldest first (a run never scored again: none)."""
+    async def list_scorings(self, run_id: str, *, incomplete: bool = False) -> list[ScoringInfo]:
+        """The run's complete scorings (with ``incomplete``, also those whose summary was
+        never written: a ``rolltap score`` stopped half-way), oldest first."""
         query = (
             select(scorings)
             .where(scorings.c.run_id == run_id)
             .order_by(scorings.c.created_at, scorings.c.id)
         )
+        if not incomplete:
+            query = query.where(scorings.c.summary.is_not(None))
         async with reader.reading(self._engine) as conn:
             rows = (await conn.execute(query)).mappings().all()
         return [scoring_info(m) for m in rows]
 
     async def resolve_scoring(self, run_id: str, ref: str | None = None) -> ScoringInfo | None:
-        """The scoring of ``run_id`` that ``ref`` names: ``None`` (or ``latest``) the latest
-        complete one, else the run's own rewards (``None``); ``original``: ``None``; else
-        a scoring's name (the latest of that name) or its id or id prefix.
+        """The complete scoring of ``run_id`` that ``ref`` names: ``None`` (or ``latest``)
+        the latest, else the run's own rewards (``None``); ``original``: ``None``; else a
+        scoring's name (the latest of that name) or its id or id prefix.
         StoreNotFoundError naming the run's scorings when none matches."""
         if ref == ORIGINAL:
             return None
         known = await self.list_scorings(run_id)
         if ref is None or ref == "latest":
-            done = [info for info in known if info.summary is not None]
-            return done[-1] if done else None
+            return known[-1] if known else None
         for info in reversed(known):
             if info.name == ref:
                 return info
