@@ -3,6 +3,7 @@ against a real `rolltap serve` in front of the simulator."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -15,7 +16,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+import rolltap
 from clikit import cli_env
+from rolltap.store import Store
+from rolltap.view.render import fmt_num
 from view.viewkit import BASELINE, Filled, Screens, run_row, start_view, stop_view
 
 pytestmark = pytest.mark.timeout(180)
@@ -153,3 +157,33 @@ def test_the_service_page_shows_a_real_service(
         browser.save_screenshot(str(screens.path("service")))
     finally:
         stop_view(proc)
+
+
+def test_a_run_scored_again_is_read_under_the_chosen_scoring(
+    browser: WebDriver, viewer: str, filled: Filled, screens: Screens
+) -> None:
+    # last in this module: the scoring it adds is the tools run's latest from now on
+    scored = asyncio.run(rolltap.score(filled.tools, ["exact"], store=filled.url, name="strict"))
+    own = asyncio.run(_own_mean(filled.url, filled.tools))
+    browser.get(f"{viewer}runs/{filled.tools}")
+    current = browser.find_element(By.CSS_SELECTOR, "#sum-scoring a.current")
+    assert (current.text, current.get_attribute("data-scoring")) == ("strict", scored.scoring.id)
+    assert browser.find_element(By.ID, "sum-reward").text.split()[0] == fmt_num(
+        scored.summary["reward"]["mean"]
+    )
+    rewards = {r.session_id: fmt_num(r.reward) for r in scored.results}
+    for row in browser.find_elements(By.CSS_SELECTOR, "#sessions tr[data-session]"):
+        sid = row.get_attribute("data-session") or ""
+        assert row.find_element(By.CSS_SELECTOR, "td.reward").text == rewards[sid]
+    browser.find_element(By.CSS_SELECTOR, '#sum-scoring a[data-scoring="original"]').click()
+    WebDriverWait(browser, 10).until(ec.url_contains("scoring=original"))
+    current = browser.find_element(By.CSS_SELECTOR, "#sum-scoring a.current")
+    assert current.get_attribute("data-scoring") == "original"
+    assert browser.find_element(By.ID, "sum-reward").text.split()[0] == fmt_num(own)
+    browser.save_screenshot(str(screens.path("run-scoring")))
+
+
+async def _own_mean(url: str, run_id: str) -> float | None:
+    async with await Store.open(url) as store:
+        mean: float | None = (await store.run_summary(run_id))["reward"]["mean"]
+        return mean
