@@ -9,7 +9,8 @@ from rolltap import errors
 
 EXPECTED = {
     # run an eval
-    "evaluate", "resume", "retry_failed", "score", "Scored", "RunConfig", "InProcess", "Workers",
+    "evaluate", "resume", "retry_failed", "score", "Scored", "eval_set", "resume_eval_set",
+    "SetResult", "RunConfig", "InProcess", "Workers",
     "Ray", "Task",
     "Harness", "HarnessContext", "HarnessResult", "Hooks", "RunResult", "RolloutResult",
     # the gateway, and beneath it

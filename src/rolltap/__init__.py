@@ -3,7 +3,8 @@ r"""rolltap: run many concurrent LLM agent rollouts through a tapping, multiplex
 The public names, by what a user does with them:
 
 * run an eval — :func:`evaluate`, :func:`resume`, :func:`retry_failed`, :class:`RunConfig`,
-  :func:`score` (a stored run scored again, no model call: :class:`Scored`),
+  :func:`score` (a stored run scored again, no model call: :class:`Scored`), :func:`eval_set`
+  and :func:`resume_eval_set` (several runs under one id: :class:`SetResult`),
   on a backend (:class:`InProcess`, :class:`Workers`, :class:`Ray`); :class:`Task`, a harness
   (:data:`Harness`, given a :class:`HarnessContext`, returning a :class:`HarnessResult`),
   :class:`RunResult` of :class:`RolloutResult`\ s, :class:`Hooks` for a front end
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         UpstreamStatusError,
         UpstreamTimeoutError,
     )
+    from rolltap.evalset import SetResult, eval_set, resume_eval_set
     from rolltap.evaluation import evaluate, resume, retry_failed
     from rolltap.events import Event, EventKind, EventLog
     from rolltap.gateway import Gateway, Rollout
@@ -87,6 +89,8 @@ _EVAL = {
     "evaluate": "rolltap.evaluation", "resume": "rolltap.evaluation",
     "retry_failed": "rolltap.evaluation",
     "score": "rolltap.rollouts.scoring", "Scored": "rolltap.rollouts.scoring",
+    "eval_set": "rolltap.evalset", "resume_eval_set": "rolltap.evalset",
+    "SetResult": "rolltap.evalset",
     **dict.fromkeys(("Harness", "HarnessContext", "HarnessResult", "Hooks", "InProcess",
                      "RolloutResult", "RunConfig", "RunResult", "Task"), "rolltap.rollouts"),
     "Workers": "rolltap.serve", "Ray": "rolltap.serve",
@@ -162,6 +166,7 @@ __all__ = [
     "RunResult",
     "Scored",
     "ServeClient",
+    "SetResult",
     "SimConfig",
     "Simulator",
     "Store",
@@ -175,9 +180,11 @@ __all__ = [
     "UpstreamTimeoutError",
     "Workers",
     "__version__",
+    "eval_set",
     "evaluate",
     "join_url",
     "resume",
+    "resume_eval_set",
     "retry_failed",
     "score",
 ]

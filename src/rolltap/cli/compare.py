@@ -9,6 +9,7 @@ import orjson
 import typer
 
 from rolltap.cli.common import console, fail, run_async
+from rolltap.cli.compare_sets import compare_sets
 from rolltap.cli.report import render_compare
 from rolltap.errors import UsageError
 from rolltap.rollouts.scoring_read import choose, summary_under
@@ -43,11 +44,20 @@ def compare_command(
             " run \\[each run's latest]",
         ),
     ] = None,
+    sets: Annotated[
+        bool, typer.Option("--sets", help="RUN_A and RUN_B are eval sets: compare run by run")
+    ] = False,
     store: Annotated[str | None, typer.Option(help="Store URL \\[sqlite:///rolltap.db]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """Two runs' summaries side by side (reward, pass@k, statuses, tokens, latency); or
-    one run under two scorings (``--scoring original --scoring NAME``)."""
+    one run under two scorings (``--scoring original --scoring NAME``); or two eval sets
+    run by run (``--sets``)."""
+    if sets:
+        if scoring:
+            fail(UsageError("--sets compares the runs as they were scored: no --scoring"))
+        run_async(compare_sets(run_a, run_b, store, as_json))
+        return
     refs: list[str | None] = list(scoring) if scoring else [None]
     if len(refs) > 2:
         fail(UsageError(f"--scoring: once for both runs or twice, one per run (got {len(refs)})"))

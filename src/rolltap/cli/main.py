@@ -49,6 +49,7 @@ def register_commands() -> typer.Typer:
         return app
     from rolltap.cli import (
         eval_cmd,
+        evalset_cmd,
         gateway_cmd,
         local_cmd,
         score_cmd,
@@ -60,6 +61,7 @@ def register_commands() -> typer.Typer:
 
     for module in (
         eval_cmd,
+        evalset_cmd,
         score_cmd,
         gateway_cmd,
         serve_cmd,

@@ -69,6 +69,14 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.update(self._task, total=total, stats="")
 
+    def plan_more(self, run_id: str, total: int, name: str | None = None) -> None:
+        """One more run and its rollouts (an eval set's runs share one bar)."""
+        self.total += total
+        named = f" ({name})" if name else ""
+        self.console.print(f"run {run_id}{named}: {total} rollouts", highlight=False)
+        if self._bar is not None:
+            self._bar.update(self._task, total=self.total)
+
     def _stats(self) -> str:
         rate = self.done / max(time.monotonic() - self._t0, 1e-9)
         mean = f"{self._reward_sum / self._rewarded:.3f}" if self._rewarded else "-"
@@ -136,16 +144,16 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         for code, entry in summary.get("errors", {}).items()
     ]
     rows += [
-        ("model calls", _fmt(summary["model_calls"])),
-        ("model errors", _fmt(summary["model_errors"])),
+        ("model calls", _fmt(summary.get("model_calls"))),
+        ("model errors", _fmt(summary.get("model_errors"))),
         ("no model calls", _fmt(summary.get("no_model_calls", 0))),
         ("token drift", _drift(summary.get("token_drift"))),
         *_versions(summary.get("policy_versions")),
         ("prompt tokens", _fmt(summary["tokens"]["prompt"])),
         ("completion tokens", _fmt(summary["tokens"]["completion"])),
     ]
-    rows += [(f"latency {k}", fmt_ms(v)) for k, v in summary["latency_ms"].items()]
-    rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in summary["ttfc_ms"].items()]
+    rows += [(f"latency {k}", fmt_ms(v)) for k, v in (summary.get("latency_ms") or {}).items()]
+    rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in (summary.get("ttfc_ms") or {}).items()]
     return rows
 
 

@@ -246,7 +246,8 @@ async def _run_of(store: Store, work: _Work, config: RunConfig) -> RunInfo:
     """The run resumed, or a new one (created only once everything it needs is up)."""
     if work.run_id is not None:
         return await store.get_run(work.run_id)
-    return await store.create_run(config.name, {"run": config.model_dump(mode="json")})
+    doc = {"run": config.model_dump(mode="json")}
+    return await store.create_run(config.name, doc, set_id=config.set_id)
 
 
 @dataclass(slots=True)

@@ -199,6 +199,10 @@ class RunConfig(BaseModel):
     #: the error codes ``--retry-failed`` reruns (None, or ``["all"]``: every failed
     #: rollout); a retry pass stores the codes it ran with here
     retry_codes: list[str] | None = None
+    #: the eval set this run is one of (``rolltap eval-set``: set there, not by a flag)
+    #: and its place in the set's ``[[runs]]``; stored, so the set's resume finds it
+    set_id: str | None = None
+    set_index: int | None = Field(default=None, ge=0)
 
     @field_validator("retry_codes")
     @classmethod

@@ -39,6 +39,7 @@ from rolltap.store.errors import (
     StoreUnavailableError,
     StoreValidationError,
 )
+from rolltap.store.eval_sets import EvalSetInfo
 from rolltap.store.lease import LeaseInfo
 from rolltap.store.leasing import DEFAULT_LEASE_TTL_S, LeaseKeeper
 from rolltap.store.migrate import upgrade
@@ -76,6 +77,7 @@ __all__ = [
     "SESSION_SORTS",
     "STORE_ENV",
     "CommitResult",
+    "EvalSetInfo",
     "EventRow",
     "ForkDependencyError",
     "InjectedFault",

@@ -42,6 +42,7 @@ class CreateRunOp(WriteOp):
             runs.insert().values(
                 id=r.id, name=r.name, config=dump_doc(r.config), created_at=r.created_at,
                 n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0,
+                set_id=r.set_id,
             )
         )  # fmt: skip
 

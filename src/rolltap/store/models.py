@@ -86,6 +86,8 @@ class RunInfo:
     #: interrupted sessions (in ``n_finished`` and ``n_failed`` too): stored so by the
     #: run's next owner, or read so because their owner's lease expired
     n_interrupted: int = 0
+    #: the eval set the run belongs to (``rolltap eval-set``; None: none)
+    set_id: str | None = None
 
     @property
     def mean_reward(self) -> float | None:
@@ -111,6 +113,7 @@ class RunInfo:
             "n_interrupted": self.n_interrupted,
             "mean_reward": self.mean_reward,
             "retries": self.retries,
+            "set_id": self.set_id,
         }
 
 

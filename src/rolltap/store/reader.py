@@ -65,6 +65,7 @@ def run_info(m: RowMapping, interrupted: tuple[int, int] = (0, 0)) -> RunInfo:
         n_rewarded=m["n_rewarded"],
         reward_sum=m["reward_sum"],
         n_interrupted=total,
+        set_id=m["set_id"],
     )
 
 

@@ -27,6 +27,7 @@ from rolltap.store import reader
 from rolltap.store.admin_ops import CreateRunOp, CreateSessionOp, DeleteRunOp, DeleteSessionOp
 from rolltap.store.engine import create_engine
 from rolltap.store.errors import StoreConflictError, StoreNotFoundError
+from rolltap.store.eval_sets import StoreEvalSets
 from rolltap.store.leasing import StoreLeases
 from rolltap.store.migrate import ensure_schema
 from rolltap.store.models import (
@@ -57,7 +58,7 @@ from rolltap.store.writer import Writer, WriterHooks, WriterStats
 __all__ = ["Store"]
 
 
-class Store(StoreReads, StoreLeases, StoreScorings):
+class Store(StoreReads, StoreLeases, StoreScorings, StoreEvalSets):
     """Runs, sessions and event logs in SQLite, PostgreSQL or MySQL/MariaDB.
 
     Open with ``async with await Store.open(url) as store:``. Every write goes through
@@ -173,13 +174,14 @@ class Store(StoreReads, StoreLeases, StoreScorings):
 
     async def create_run(
         self, name: str | None = None, config: Mapping[str, Any] | None = None, *,
-        run_id: str | None = None, created_at: float | None = None,
+        run_id: str | None = None, created_at: float | None = None, set_id: str | None = None,
     ) -> RunInfo:  # fmt: skip
-        """Create a run: ``run = await store.create_run("gsm8k-eval", {"model": "m"})``."""
+        """Create a run: ``run = await store.create_run("gsm8k-eval", {"model": "m"})``
+        (``set_id``: one of an eval set's runs)."""
         run = RunInfo(
             id=check_id(run_id or uuid.uuid4().hex, "run"), name=name, config=dict(config or {}),
             created_at=time.time() if created_at is None else created_at,
-            n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0,
+            n_sessions=0, n_finished=0, n_failed=0, n_rewarded=0, reward_sum=0.0, set_id=set_id,
         )  # fmt: skip
         result: RunInfo = await self._write(CreateRunOp(run))
         return result

@@ -186,7 +186,8 @@ class EvalDriver:
             items, earlier = await plan_again(store, again, self.config, self._tasks, retry=retry)
             return again, items, earlier
         assert tasks is not None
-        run = await store.create_run(self.config.name, {"run": self.config.model_dump(mode="json")})
+        doc = {"run": self.config.model_dump(mode="json")}
+        run = await store.create_run(self.config.name, doc, set_id=self.config.set_id)
         await supervisor.own_run(run.id)
         return run.id, [WorkItem(t, s) for t in tasks for s in range(self.config.r)], []
 
