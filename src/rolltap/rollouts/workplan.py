@@ -18,6 +18,7 @@ counts one attempt per slot by the run's policy (:mod:`rolltap.results.attempts`
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from rolltap.errors import ConfigError
 from rolltap.results.attempts import by_slot, failure_code, latest
@@ -50,17 +51,13 @@ def _tasks_from_sessions(sessions: Sequence[SessionInfo]) -> list[Task]:
     return list(seen.values())
 
 
-def _earlier(session: SessionInfo, key: _Key) -> RolloutResult:
-    return RolloutResult(
-        key[0], key[1], session.id, session.status, reward=session.reward,
-        attempt=session.attempt, retry_of=session.retry_of,
-    )  # fmt: skip
-
-
 class _ResumePlan:
-    """Per slot, what a resume keeps (``earlier``), deletes, and reruns as which attempt."""
+    """Per slot, what a resume keeps (``earlier``), deletes, and reruns as which attempt.
+    ``rows``: the run's sessions as results read from their rows (tokens, duration and
+    error code included, so the resumed run's summary counts what they used)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: list[RolloutResult]) -> None:
+        self._rows = {row.session_id: row for row in rows}
         self.settled: set[_Key] = set()
         self.earlier: list[RolloutResult] = []
         self.doomed: list[str] = []
@@ -72,7 +69,7 @@ class _ResumePlan:
         for session in group:
             if session.status in DONE_STATUSES and key not in self.settled:
                 self.settled.add(key)
-                self.earlier.append(_earlier(session, key))
+                self.earlier.append(self._earlier(session, key))
             else:
                 self.doomed.append(session.id)
 
@@ -85,7 +82,16 @@ class _ResumePlan:
         else:
             self.doomed.append(last.id)
             self.again[key] = (last.attempt, last.retry_of)
-        self.earlier += [_earlier(s, key) for s in group if done or s is not last]
+        self.earlier += [self._earlier(s, key) for s in group if done or s is not last]
+
+    def _earlier(self, session: SessionInfo, key: _Key) -> RolloutResult:
+        row = self._rows.get(session.id)
+        if row is not None:
+            return replace(row, task_id=key[0], sample=key[1])
+        return RolloutResult(
+            key[0], key[1], session.id, session.status, reward=session.reward,
+            attempt=session.attempt, retry_of=session.retry_of,
+        )  # fmt: skip
 
 
 async def plan_resume(
@@ -100,7 +106,7 @@ async def plan_resume(
             tasks = _tasks_from_sessions(sessions)
     if not tasks:
         raise ConfigError(f"run {run_id}: no tasks to resume")
-    plan, slots = _ResumePlan(), dict[_Key, list[SessionInfo]]()
+    plan, slots = _ResumePlan(await store.run_results(run_id)), dict[_Key, list[SessionInfo]]()
     for session in sessions:
         key = _key(session)
         if key is None:
