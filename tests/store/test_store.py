@@ -13,6 +13,7 @@ from store.cases_outage import OutageCases
 from store.cases_placement import PlacementCases
 from store.cases_schema_0006 import Schema0006Cases
 from store.cases_scorings import ScoringCases
+from store.cases_sets import SetCases
 from store.cases_summary import SummaryCases
 
 
@@ -29,5 +30,6 @@ class TestStore(
     Schema0006Cases,
     AttemptCases,
     ScoringCases,
+    SetCases,
 ):
     """Parametrized over the three backends through the ``store_url`` fixture."""
