@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rolltap import evaluation
+from rolltap.errors import ConfigError, RolltapError
 from rolltap.results.sets import set_summary
-from rolltap.rollouts.api import Hooks, RunResult, Stoppable
+from rolltap.rollouts.api import Hooks, RunResult, Stoppable, load_run_tasks
 from rolltap.rollouts.config import RunConfig
 from rolltap.rollouts.evalset_config import EvalSetConfig, load_eval_set, set_doc, set_from_doc
+from rolltap.rollouts.prepare import prepare
 from rolltap.store import RunInfo, Store, resolve_store_url, run_policy, run_r
 
 __all__ = ["SetControl", "SetResult", "SetRun", "eval_set", "read_eval_set", "resume_eval_set"]
@@ -41,7 +43,7 @@ class SetRun:
     run_id: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
-    #: retry passes this call ran (``retries`` bounds the run's passes in all)
+    #: the run's retry passes so far (``retries`` bounds them)
     retried: int = 0
 
 
@@ -70,14 +72,27 @@ class SetControl:
     hooks."""
 
     def __init__(self, hooks_for: Callable[[int, str | None], Hooks] | None = None) -> None:
-        self.stopped = False
         self._hooks_for = hooks_for
         self._runners: list[Stoppable] = []
+        self._stopping = asyncio.Event()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping.is_set()
 
     def stop(self) -> None:
-        self.stopped = True
+        self._stopping.set()
         for runner in self._runners:
             runner.stop()
+
+    async def backoff(self, seconds: float) -> bool:
+        """Wait ``seconds`` (a retry's backoff) unless stopped meanwhile; whether to go on."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        except TimeoutError:
+            return True
+        return False
 
     def hooks(self, index: int, name: str | None) -> Hooks:
         """Run ``index``'s hooks, whose runner this control can stop."""
@@ -122,39 +137,42 @@ class _Driver:
         result: RunResult | None = None
         if existing is None:
             result = await evaluation.evaluate(run, hooks=hooks)
-        else:
-            _info, _summary, complete = await _stored(run.store, existing.id)
-            if not complete and existing.retries:  # cut short in a retry pass
-                result = await self._retry(existing.id, hooks, out)
-            elif not complete:
+        elif not (await _stored(run.store, existing.id))[2]:
+            if existing.retries:  # cut short in a retry pass: that pass is finished
+                result = await self._retry(existing.id, hooks)
+            else:
                 result = await evaluation.resume(existing.id, store=run.store, hooks=hooks)
         out.run_id = result.run_id if result else existing.id if existing else None
         out.interrupted = bool(result and result.interrupted)
-        if out.run_id is not None and not out.interrupted:
-            await self._retries(out.run_id, run.store, hooks, out)
-        if out.run_id is not None:
-            out.summary = (await _stored(run.store, out.run_id))[1]
+        if out.run_id is None:
+            return out
+        if not out.interrupted:
+            out.interrupted = await self._retries(out.run_id, run.store, hooks)
+        info, out.summary, _ = await _stored(run.store, out.run_id)
+        out.retried = info.retries
         return out
 
-    async def _retry(self, run_id: str, hooks: Hooks, out: SetRun) -> RunResult:
-        result = await evaluation.retry_failed(
+    async def _retry(self, run_id: str, hooks: Hooks) -> RunResult:
+        return await evaluation.retry_failed(
             run_id, store=self.config.store, codes=self.config.retry_codes, hooks=hooks
         )
-        out.retried += 1 if result.retried else 0
-        out.interrupted = result.interrupted
-        return result
 
-    async def _retries(self, run_id: str, store: str | None, hooks: Hooks, out: SetRun) -> None:
-        """Retry passes of what failed, up to ``retries`` for the run in all."""
+    async def _retries(self, run_id: str, store: str | None, hooks: Hooks) -> bool:
+        """Retry passes of what failed, up to ``retries`` for the run in all; whether one
+        was cut short."""
         info, summary, _ = await _stored(store, run_id)
         for attempt in range(info.retries, self.config.retries):
-            if self.control.stopped or not _failed(summary, self.config.retry_codes):
-                return
-            await asyncio.sleep(self.config.retry_backoff_s * 2**attempt)
-            result = await self._retry(run_id, hooks, out)
-            if not result.retried or result.interrupted:
-                return
+            if not _failed(summary, self.config.retry_codes):
+                return False
+            if not await self.control.backoff(self.config.retry_backoff_s * 2**attempt):
+                return False
+            result = await self._retry(run_id, hooks)
+            if result.interrupted:
+                return True
+            if not result.retried:
+                return False
             summary = result.summary
+        return False
 
 
 def _failed(summary: Mapping[str, Any], codes: list[str] | None) -> bool:
@@ -181,9 +199,17 @@ async def _drive(
     driver = _Driver(set_id, config, control)
     done: list[SetRun] = []
     if config.mode == "parallel":
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(driver.run(i, run, existing.get(i)))
-                     for i, run in enumerate(runs)]  # fmt: skip
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(driver.run(i, run, existing.get(i)))
+                         for i, run in enumerate(runs)]  # fmt: skip
+        except ExceptionGroup as errors:
+            # one run that could not run (its endpoint, its tasks…) stops the set: said
+            # as that run's error, the others cancelled (resumable)
+            first = next((e for e in errors.exceptions if isinstance(e, RolltapError)), None)
+            if first is None:
+                raise
+            raise first from errors
         done = [task.result() for task in tasks]
     else:
         for i, run in enumerate(runs):
@@ -234,6 +260,17 @@ async def read_eval_set(set_id: str, *, store: str | None = None) -> SetResult:
                      interrupted=any(r.interrupted for r in done))  # fmt: skip
 
 
+def _check(path: str | Path, runs: list[RunConfig]) -> None:
+    """Every run's harness, rewards, endpoint and tasks load, before anything is stored or
+    started (a mistake in the third run is not found after the first two ran)."""
+    for index, run in enumerate(runs):
+        try:
+            prepare(run)
+            load_run_tasks(run)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: runs[{index}] ({run.name}): {err.message}") from err
+
+
 async def eval_set(
     path: str | Path,
     *,
@@ -243,6 +280,7 @@ async def eval_set(
     """Run the eval set file ``path`` (``overrides``: its fields, e.g. ``{"c": 8}``): a new
     set in its store, then its runs (see the module docs)."""
     config, runs = load_eval_set(path, overrides)
+    _check(path, runs)
     config = config.model_copy(update={"store": resolve_store_url(config.store)})
     runs = [run.model_copy(update={"store": config.store}) for run in runs]
     async with await Store.open(config.store) as opened:

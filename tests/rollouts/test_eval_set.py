@@ -162,3 +162,13 @@ def test_set_file_mistakes_name_the_file_the_run_and_the_key(
     assert says in caught.value.message
     with pytest.raises(ConfigError, match="cannot read eval set"):
         load_eval_set(tmp_path / "nope.toml")
+
+
+async def test_a_run_that_cannot_start_is_found_before_any_runs(tmp_path: Path) -> None:
+    async with Simulator(SimConfig(seed=1)) as sim:
+        path = _set_file(tmp_path, sim, 'mode = "parallel"')
+        path.write_text(path.read_text() + 'harness = "no_such_module:agent"\n')  # the third's
+        with pytest.raises(ConfigError, match=r"runs\[2\] \(c\): harness 'no_such_module:agent'"):
+            await rolltap.eval_set(path)
+        assert sim.stats.requests == 0
+    assert not (tmp_path / "runs.db").exists()
