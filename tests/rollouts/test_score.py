@@ -15,7 +15,7 @@ import orjson
 import rolltap
 from rolltap.rollouts.config import RunConfig
 from rolltap.sim import SimConfig, Simulator
-from rolltap.store import Store
+from rolltap.store import ScoringInfo, Store
 
 EVENTS = "rollout_harnesses:events_reward"
 
@@ -67,5 +67,10 @@ async def test_a_run_scored_again_needs_no_model_call_and_scores_as_eval(tmp_pat
         assert {sid: s.reward for sid, s in kept.items()} == {
             r.session_id: r.reward for r in alone.results
         }
-        assert (await store.resolve_scoring(first.run_id)).id == same.scoring.id
-        assert (await store.resolve_scoring(first.run_id, "events")).summary == alone.summary
+        assert _found(await store.resolve_scoring(first.run_id)).id == same.scoring.id
+        assert _found(await store.resolve_scoring(first.run_id, "events")).summary == alone.summary
+
+
+def _found(info: ScoringInfo | None) -> ScoringInfo:
+    assert info is not None
+    return info

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from rolltap.events import EventKind, EventLog
 from rolltap.rollouts.scoring import RunNotFinishedError, score_stored
 from rolltap.rollouts.scoring_read import choose, results_under, summary_under
-from rolltap.store import Score, Store, StoreNotFoundError, reading
+from rolltap.store import Score, ScoringInfo, Store, StoreNotFoundError, reading
 from rolltap.store.schema import scores, scorings
 from rolltap.view import ViewConfig, ViewServer
 
@@ -84,9 +84,12 @@ class ScoringCases:
         assert await store.resolve_scoring(run_id) is None  # never scored: the run's own
         strict = await score_stored(store, run_id, ["exact"], name="strict")
         loose = await score_stored(store, run_id, ["contains=2"])
-        assert (await store.resolve_scoring(run_id)).id == loose.scoring.id  # the latest
-        assert (await store.resolve_scoring(run_id, "strict")).id == strict.scoring.id
-        assert (await store.resolve_scoring(run_id, strict.scoring.id[:6])).id == strict.scoring.id
+        assert _found(await store.resolve_scoring(run_id)).id == loose.scoring.id  # the latest
+        assert _found(await store.resolve_scoring(run_id, "strict")).id == strict.scoring.id
+        assert (
+            _found(await store.resolve_scoring(run_id, strict.scoring.id[:6])).id
+            == strict.scoring.id
+        )
         assert await store.resolve_scoring(run_id, "original") is None
         with pytest.raises(StoreNotFoundError, match=r"no scoring named 'nope'.*strict"):
             await store.resolve_scoring(run_id, "nope")
@@ -163,6 +166,11 @@ class ScoringCases:
         with pytest.raises(StoreNotFoundError, match="its scorings: none"):
             await store.resolve_scoring(run_id, info.id)
         await store.write_scoring_summary(info.id, {"rollouts": 4})
-        assert (await store.resolve_scoring(run_id)).summary == {"rollouts": 4}
+        assert _found(await store.resolve_scoring(run_id)).summary == {"rollouts": 4}
         with pytest.raises(StoreNotFoundError):
             await store.create_scoring("no-such-run", [])
+
+
+def _found(info: ScoringInfo | None) -> ScoringInfo:
+    assert info is not None
+    return info

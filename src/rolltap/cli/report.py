@@ -154,6 +154,8 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     rows += [(f"latency {k}", fmt_ms(v)) for k, v in (summary.get("latency_ms") or {}).items()]
     rows += [(f"ttfc {k}", fmt_ms(v)) for k, v in (summary.get("ttfc_ms") or {}).items()]
+    own = summary.get("gateway_ms") or {}
+    rows += [(f"gateway overhead {k}", fmt_ms(own.get(k))) for k in ("p50", "p99") if own]
     return rows
 
 

@@ -96,6 +96,10 @@ def path_of(harness: Dialect, reply: Reply, *, stream: bool) -> Path:
     return Path(stream=relay, relay=relay, translate=not same, chat=chat)
 
 
+#: a whole answer's header: the gateway's own share of the call, in milliseconds
+OVERHEAD_HEADER = "X-Rolltap-Overhead-Ms"
+
+
 class ModelCall(CallEvents):
     """State of one intercepted model call: its steps, on top of the events that record
     them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
@@ -108,9 +112,10 @@ class ModelCall(CallEvents):
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
-        lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
+        lookup: Lookup = NOT_A_RETRY, found: Found | None = None, arrived: float | None = None,
     ) -> None:  # fmt: skip
-        super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found)
+        super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found,
+                         arrived=arrived)  # fmt: skip
         self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
         #: the answer in the canonical model when delivery made it, and the dialect of the
         #: reply (to make it later if needed)
@@ -141,7 +146,9 @@ class ModelCall(CallEvents):
             )
         )  # fmt: skip
         if rollout.gate is not None:  # paused: held here, in arrival order
+            held = time.perf_counter()
             await rollout.gate.wait_open()
+            self.waited += time.perf_counter() - held
         # From the gate on, nothing awaits until the call counts as in flight (a drain
         # waits for it, an abort cuts it), even while it queues for a slot. Staleness is
         # judged as it leaves the gate: a call held through an update goes out under the
@@ -151,11 +158,15 @@ class ModelCall(CallEvents):
             self.sent_version = rollout.gate.version
         self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
-        async with self.cuttable(), slot, self.upstream.call(sent) as reply:
-            self.flush_request()
-            self.t_headers = time.perf_counter()
-            recorded, response = await self.deliver(reply)
-            self.record_reply(reply, recorded)
+        queued = time.perf_counter()
+        async with self.cuttable(), slot:
+            self.t_sent = time.perf_counter()
+            self.waited += self.t_sent - queued
+            async with self.upstream.call(sent) as reply:
+                self.flush_request()
+                self.t_headers = time.perf_counter()
+                recorded, response = await self.deliver(reply)
+                self.record_reply(reply, recorded)
         return await self.finish(response)
 
     def cuttable(self) -> AbstractAsyncContextManager[object]:
@@ -168,8 +179,12 @@ class ModelCall(CallEvents):
         return gate.cuttable()
 
     async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
-        """End the answer here: a body is written, a stream closed."""
+        """End the answer here: a body is written (saying what the gateway added to the
+        call, ``X-Rolltap-Overhead-Ms``), a stream closed."""
         if not response.prepared:
+            timing = (self.answered or {}).get("timing") or {}
+            if timing.get("gateway_ms") is not None:
+                response.headers[OVERHEAD_HEADER] = f"{timing['gateway_ms']:.3f}"
             await response.prepare(self.request)
         await response.write_eof()
         self.delivery.delivered = True
@@ -246,6 +261,7 @@ class ModelCall(CallEvents):
                 await resp.write(out)
             if relay.ended and self.relayed is None:
                 self.relayed = (reply, relay)
+        self.t_done = time.perf_counter()
         if out := relay.finish():
             await resp.write(out)
         return relay.recorded(), resp
@@ -258,7 +274,7 @@ class ModelCall(CallEvents):
             raw = b"".join([chunk async for chunk in self.chunks(reply)])
         else:
             raw = await reply.body.read()
-        self.t_first = time.perf_counter()
+        self.t_first = self.t_done = time.perf_counter()
         answer = await reply.parse(raw)
         canonical = None
         if not path.chat:

@@ -35,14 +35,15 @@ class CallEvents:
     """The events of one intercepted model call, and the state they are made from."""
 
     __slots__ = (
-        "answered", "body", "delivery", "found", "harness", "intercept", "lookup", "pending",
-        "prefix", "replica", "requested", "rollout", "sent_version", "stats", "stream",
-        "t_first", "t_headers", "upstream_name",
+        "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "lookup",
+        "pending", "prefix", "replica", "requested", "rollout", "sent_version", "stats", "stream",
+        "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
     )  # fmt: skip
 
     def __init__(
         self, rollout: Rollout, intercept: Intercept, harness: Dialect, body: dict[str, Any],
         stats: GatewayStats, *, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
+        arrived: float | None = None,
     ) -> None:  # fmt: skip
         self.rollout, self.intercept, self.harness = rollout, intercept, harness
         self.body, self.stats = body, stats
@@ -60,6 +61,13 @@ class CallEvents:
         #: when the upstream's headers and its first chunk arrived (set by delivery)
         self.t_headers: float | None = None
         self.t_first: float | None = None
+        #: when the request left for the upstream and its last byte was read, and the
+        #: seconds the call waited for a pause or a slot (its overhead leaves them out)
+        self.t_sent: float | None = None
+        self.t_done: float | None = None
+        self.waited = 0.0
+        #: when the request arrived (before its body was read and checked)
+        self.arrived = intercept.started if arrived is None else arrived
         #: the replica's label, on an endpoint with replicas
         self.replica: str | None = None
         #: the request sent, while its event is still to be written
@@ -141,14 +149,18 @@ class CallEvents:
             "stream": self.stream,
             "dialect": self.upstream_name,
             **recorded,
-            "timing": self._timing(),
+            "timing": self._timing(final=True),
         }
         mismatch = self._stamp_policy(payload)
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
         if mismatch is not None:
             self.rollout.log.append(EventKind.NOTE, mismatch)
         self.answered, self.delivery.answered = payload, True
-        self.stats.record_response(payload["usage"], payload.get("tokens"))
+        overhead = payload["timing"].get("gateway_ms")
+        self.stats.record_response(
+            payload["usage"], payload.get("tokens"),
+            overhead_s=None if overhead is None else overhead / 1000.0,
+        )  # fmt: skip
         self.rollout.add_usage(payload["usage"])
 
     def _stamp_policy(self, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -208,13 +220,23 @@ class CallEvents:
         self.delivery.error_status = http_status_of(err)
         self.stats.record_error(err.code)
 
-    def _timing(self) -> dict[str, float | None]:
-        t0 = self.intercept.started
-        return {
+    def _timing(self, *, final: bool = False) -> dict[str, float | None]:
+        """From the intercept's start: headers, first chunk, now; ``final`` (an answer
+        read whole from the upstream) adds the upstream's window, the waits and the
+        gateway's own share (:mod:`rolltap.gateway.overhead`)."""
+        t0, now = self.intercept.started, time.perf_counter()
+        timing = {
             "ttfb_ms": _ms(t0, self.t_headers),
             "ttfc_ms": _ms(t0, self.t_first),
-            "total_ms": _ms(t0, time.perf_counter()),
+            "total_ms": _ms(t0, now),
         }
+        if final and self.t_sent is not None and self.t_done is not None:
+            upstream = self.t_done - self.t_sent
+            gateway = max(0.0, (now - self.arrived) - upstream - self.waited)
+            timing["upstream_ms"] = round(upstream * 1000.0, 3)
+            timing["waited_ms"] = round(self.waited * 1000.0, 3)
+            timing["gateway_ms"] = round(gateway * 1000.0, 3)
+        return timing
 
 
 def _ms(t0: float, t: float | None) -> float | None:

@@ -86,6 +86,7 @@ async def answer_call(
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
+        arrived=arrival.started,
     )  # fmt: skip
     del found  # the call drops it once the request is recorded (its dump is body-sized)
     try:

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from rolltap.dialects.translate import general
+from rolltap.gateway.overhead import Overhead, overhead_metric
 
 __all__ = ["MAX_DROPPED_FIELDS", "GatewayStats", "dropped_field", "render_metrics"]
 
@@ -44,9 +45,15 @@ class GatewayStats:
     #: fields a translation dropped, by :func:`dropped_field` (a request event's
     #: ``{"dropped": path, "reason": ...}`` rewrites)
     dropped_fields: Counter[str] = field(default_factory=Counter)
+    #: what the gateway itself added to each answered call (:mod:`.overhead`)
+    overhead: Overhead = field(default_factory=Overhead)
 
-    def record_response(self, usage: Any, tokens: Any = None) -> None:
+    def record_response(
+        self, usage: Any, tokens: Any = None, *, overhead_s: float | None = None
+    ) -> None:
         self.responses += 1
+        if overhead_s is not None:
+            self.overhead.record(overhead_s)
         if isinstance(tokens, dict) and "drift" in tokens:
             self.token_drift += 1
         if isinstance(usage, dict):
@@ -83,6 +90,7 @@ class GatewayStats:
             "replays": self.replays,
             "token_drift": self.token_drift,
             "dropped_fields": dict(self.dropped_fields),
+            "gateway_overhead": self.overhead.as_dict(),
         }
 
 
@@ -122,6 +130,7 @@ class _SnapshotCollector(Collector):
         for name, count in sorted(totals.get("dropped_fields", {}).items()):
             dropped.add_metric([name], count)
         yield dropped
+        yield overhead_metric([totals.get("gateway_overhead") or {}])
         for name in ("rollouts", "intercepts", "servers"):
             yield GaugeMetricFamily(f"rolltap_gateway_{name}", f"{name} now", snap[name])
         pool = snap["pool"]

@@ -127,6 +127,7 @@ def attempt_summary(
         summary.model_calls = summary.model_errors = summary.no_model_calls = None
         summary.token_drift, summary.policy_versions = None, None
         summary.latency_ms, summary.ttfc_ms = percentiles(()), percentiles(())
+        summary.gateway_ms = percentiles(())
     durations = [res.duration_s for res in chosen if res.duration_s]
     summary.duration_s = {"mean": statistics.fmean(durations) if durations else None}
     return {**summary.to_dict(), "attempts": {"policy": policy, **attempts_of(results)}}

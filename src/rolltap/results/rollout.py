@@ -38,6 +38,8 @@ class CallStats:
     drifted: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     ttfc_ms: list[float] = field(default_factory=list)
+    #: what the gateway itself added to each answered call (``timing.gateway_ms``)
+    gateway_ms: list[float] = field(default_factory=list)
     #: the policy versions its answers were generated under, each once, first seen first
     versions: list[str] = field(default_factory=list)
 
@@ -72,6 +74,8 @@ def call_stats(events: Iterable[EventLike]) -> CallStats:
             stats.latencies_ms.append(total)
         if ttfc is not None:
             stats.ttfc_ms.append(ttfc)
+        if (own := _number(timing.get("gateway_ms"))) is not None:
+            stats.gateway_ms.append(own)
     return stats
 
 
@@ -191,6 +195,7 @@ class RolloutResult:
             "model_errors": self.calls.errors,
             "latencies_ms": self.calls.latencies_ms,
             "ttfc_ms": self.calls.ttfc_ms,
+            "gateway_ms": self.calls.gateway_ms,
             "duration_s": self.duration_s,
             "policy_versions": self.calls.versions,
             "attempt": self.attempt,
@@ -209,6 +214,7 @@ class RolloutResult:
             completion_tokens=int(_number(data.get("completion_tokens")) or 0),
             latencies_ms=[float(v) for v in data.get("latencies_ms") or ()],
             ttfc_ms=[float(v) for v in data.get("ttfc_ms") or ()],
+            gateway_ms=[float(v) for v in data.get("gateway_ms") or ()],
             versions=[str(v) for v in data.get("policy_versions") or ()],
         )
         status = str(data.get("status") or "error")

@@ -44,7 +44,7 @@ def set_summary(
         values = [s.get(key) for s in summaries]
         known = all(isinstance(v, int) for v in values)
         summary[key] = sum(v for v in values if isinstance(v, int)) if known else None
-    for key in ("latency_ms", "ttfc_ms", "token_drift", "policy_versions"):
+    for key in ("latency_ms", "ttfc_ms", "gateway_ms", "token_drift", "policy_versions"):
         summary.pop(key, None)  # per call: each run's own
     summary["runs"] = len(runs)
     return summary

@@ -51,6 +51,8 @@ class RunSummary:
     token_drift: dict[str, int] | None = None
     latency_ms: dict[str, float | None] = field(default_factory=lambda: percentiles(()))
     ttfc_ms: dict[str, float | None] = field(default_factory=lambda: percentiles(()))
+    #: what the gateway itself added to each call (``timing.gateway_ms``; events only)
+    gateway_ms: dict[str, float | None] = field(default_factory=lambda: percentiles(()))
     #: ``{"mean"}`` of the rollouts' durations (aggregates only)
     duration_s: dict[str, float | None] | None = None
     #: ``{"pass@k": …}``; only for runs of more than one sample per task
@@ -77,6 +79,7 @@ class RunSummary:
             },
             latency_ms=percentiles([ms for res in results for ms in res.calls.latencies_ms]),
             ttfc_ms=percentiles([ms for res in results for ms in res.calls.ttfc_ms]),
+            gateway_ms=percentiles([ms for res in results for ms in res.calls.gateway_ms]),
             pass_at_k=_pass_at(results, r) if r > 1 else None,
             policy_versions=_versions(results),
         )
@@ -114,6 +117,7 @@ class RunSummary:
             "errors": {code: dict(entry) for code, entry in self.errors.items()},
             "latency_ms": dict(self.latency_ms),
             "ttfc_ms": dict(self.ttfc_ms),
+            "gateway_ms": dict(self.gateway_ms),
         }
         if self.duration_s is not None:
             out["duration_s"] = dict(self.duration_s)

@@ -53,7 +53,7 @@ DEFAULT_SCORE_CONCURRENCY = 32
 #: what a scoring does not change (the model calls, their timing, the rollouts' durations):
 #: kept from the run's own summary in a scoring's
 _KEPT = ("model_calls", "model_errors", "no_model_calls", "token_drift", "latency_ms",
-         "ttfc_ms", "policy_versions", "duration_s")  # fmt: skip
+         "ttfc_ms", "gateway_ms", "policy_versions", "duration_s")  # fmt: skip
 
 
 class RunNotFinishedError(UsageError):

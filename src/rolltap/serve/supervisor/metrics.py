@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rolltap.gateway.overhead import overhead_metric
+
 __all__ = ["render_metrics"]
 
 #: per-worker gauges: heartbeat field → (metric suffix, help, scale)
@@ -81,6 +83,7 @@ def _gateway_totals(workers: list[Mapping[str, Any]]) -> Iterator[Metric]:
     for field, count in sorted(by_field.items()):
         dropped.add_metric([field], count)
     yield dropped
+    yield overhead_metric(t.get("gateway_overhead") or {} for t in totals)
 
 
 def _store_metrics(store: Mapping[str, Any]) -> Iterator[Metric]:
