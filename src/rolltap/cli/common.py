@@ -21,6 +21,7 @@ from rich.console import Console
 from rolltap.config import EndpointConfig
 from rolltap.dialects.translate import UNSUPPORTED
 from rolltap.errors import ConfigError, RolltapError
+from rolltap.proc.loop import run as run_loop
 from rolltap.rollouts.config import describe_errors
 
 __all__ = [
@@ -263,11 +264,12 @@ def run_async(main: Coroutine[Any, Any, int | None], interrupts: Interrupts | No
     """
     interrupts = interrupts or Interrupts()
     try:
-        code = asyncio.run(interrupts.guard(main))
+        code = run_loop(interrupts.guard(main))
     except (KeyboardInterrupt, asyncio.CancelledError):
         err_console.print("stopped", highlight=False)
         raise typer.Exit(interrupts.exit_code or EXIT_SIGINT) from None
     except RolltapError as err:
+        main.close()  # refused before it ran (ROLLTAP_LOOP): no "never awaited" warning
         fail(err)
     if code:
         raise typer.Exit(code)

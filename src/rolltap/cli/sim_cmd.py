@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from rolltap.errors import ConfigError
+from rolltap.proc.loop import run as run_loop
 from rolltap.sim import SimConfig, Simulator, load_script, parse_fault
 
 __all__ = ["register", "run_sim"]
@@ -145,7 +146,7 @@ def sim(
         policy_version=policy_version,
     )
     try:
-        asyncio.run(run_sim(config, host, port, on_ready=_print_ready))
+        run_loop(run_sim(config, host, port, on_ready=_print_ready))
     except KeyboardInterrupt:
         typer.echo("rolltap sim stopped")
 

@@ -27,6 +27,7 @@ from rolltap.errors import StoreError
 from rolltap.gateway import Gateway
 from rolltap.otel import open_tracer
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
+from rolltap.proc.loop import run as run_loop
 from rolltap.rollouts.harness_loader import builtin_harness_names
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig, store_report
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: ``python -m rolltap.serve.worker.process FD``."""
     args = sys.argv[1:] if argv is None else argv
     tune_gc_for_gateway()
-    asyncio.run(_main(int(args[0])))
+    run_loop(_main(int(args[0])))
 
 
 if __name__ == "__main__":
