@@ -62,7 +62,13 @@ def eval_set_command(
     retries: Annotated[
         int | None, typer.Option(min=0, help="Retry passes of each run's failed rollouts \\[0]")
     ] = None,
-    store: StoreOpt = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Store URL, over the file's \\[the file's, else ROLLTAP_STORE, else"
+            " sqlite:///rolltap.db]"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """Several runs (tasks, harness, endpoint, rewards) under one set id: in order or
