@@ -1,12 +1,13 @@
 """A bare aiohttp relay: the floor a recording gateway is measured against.
 
-    python benchmarks/_bare_relay.py --port P --upstream http://127.0.0.1:Q
+    python benchmarks/_bare_relay.py --port P --upstream http://127.0.0.1:Q [--loop uvloop]
 
 Per call it parses the body, forwards it, parses the answer and responds, with no
-validation or recording: the work any JSON-aware relay must do. Same event loop
-(asyncio), server settings (no access log, handler cancellation) and client settings
-(one pooled session, no auto-decompression) as the gateway. A stream is relayed chunk
-by chunk as it arrives. ``GET /health`` answers 200.
+validation or recording: the work any JSON-aware relay must do. On asyncio's loop, or
+uvloop's (``--loop``, as rolltap's processes choose theirs), with the gateway's server
+settings (no access log, handler cancellation) and client settings (one pooled session,
+no auto-decompression). A stream is relayed chunk by chunk as it arrives. ``GET /health``
+answers 200.
 """
 
 from __future__ import annotations
@@ -70,8 +71,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.upstream))
+    factory = None
+    if args.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(serve(args.port, args.upstream))
 
 
 if __name__ == "__main__":

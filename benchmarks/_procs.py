@@ -64,10 +64,13 @@ def running(
             proc.wait()
 
 
-def rolltap_process(args: list[str], health_url: str) -> AbstractContextManager[psutil.Process]:
-    """Run ``rolltap ARGS`` until the block ends; yields its psutil handle."""
+def rolltap_process(
+    args: list[str], health_url: str, *, env: Mapping[str, str] | None = None
+) -> AbstractContextManager[psutil.Process]:
+    """Run ``rolltap ARGS`` until the block ends (``env``: its environment, default ours);
+    yields its psutil handle."""
     command = [sys.executable, "-c", "from rolltap.cli.main import main; main()", *args]
-    return running(command, health_url, stderr=subprocess.PIPE)
+    return running(command, health_url, stderr=subprocess.PIPE, env=env)
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
