@@ -1,7 +1,7 @@
 """``rolltap.eval_set`` and ``rolltap.resume_eval_set``: several runs under one set id.
 
 A set (:mod:`rolltap.rollouts.evalset_config`) runs its runs in order (``sequential``) or
-all at once (``parallel``, ``c`` split among them), each through :func:`rolltap.evaluate`
+all at once (``parallel``, ``c`` places shared by them), each through :func:`rolltap.evaluate`
 and, when ``retries`` allows, :func:`rolltap.retry_failed` passes (backing off
 ``retry_backoff_s * 2**(k-1)`` before pass k) until nothing failed. Each run is stored
 with the set's id and its place in the set, so :func:`resume_eval_set` picks the set up
@@ -110,12 +110,19 @@ class SetControl:
         return hooks
 
 
+def _in_process(run: RunConfig) -> bool:
+    return run.workers is None and run.ray is None
+
+
 def _share(config: EvalSetConfig, run: RunConfig) -> int:
-    """A run's ``c``: the set's when sequential; its part of the set's in parallel."""
+    """A run's ``c``: the set's when sequential, or in parallel in this process (where
+    the set's shared places bound them all); on workers, its part of the set's."""
     if config.c is None:
         return run.c
     if config.mode == "sequential":
         return config.c
+    if _in_process(run):
+        return min(run.c, config.c)
     return min(run.c, max(1, config.c // len(config.runs)))
 
 
@@ -129,11 +136,17 @@ async def _stored(store: str | None, run_id: str) -> tuple[RunInfo, dict[str, An
 class _Driver:
     def __init__(self, set_id: str, config: EvalSetConfig, control: SetControl) -> None:
         self.set_id, self.config, self.control = set_id, config, control
+        # in parallel, the runs in this process take their places from one pool: the
+        # set never has more than ``c`` in flight, and a run that ends frees its part
+        together = config.mode == "parallel" and config.c is not None
+        self.slots = asyncio.Semaphore(config.c) if together and config.c else None
 
     async def run(self, index: int, run: RunConfig, existing: RunInfo | None) -> SetRun:
         out = SetRun(index, run.name)
         run = run.model_copy(update={"set_id": self.set_id, "c": _share(self.config, run)})
         hooks = self.control.hooks(index, run.name)
+        if _in_process(run):
+            hooks.slots = self.slots
         result: RunResult | None = None
         if existing is None:
             result = await evaluation.evaluate(run, hooks=hooks)

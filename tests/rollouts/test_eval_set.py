@@ -130,13 +130,17 @@ async def test_failed_rollouts_are_retried_up_to_retries_passes(tmp_path: Path) 
 
 
 async def test_runs_in_parallel_share_c(tmp_path: Path) -> None:
-    async with Simulator(SimConfig(seed=1)) as sim:
-        path = _set_file(tmp_path, sim, 'c = 4\nmode = "parallel"')
+    # each call takes a while, so the runs' rollouts overlap: three runs with a part of
+    # c each (at least 1) would have 3 in flight; one shared pool of 2 never does
+    async with Simulator(SimConfig(seed=1, ttft_ms=100)) as sim:
+        path = _set_file(tmp_path, sim, 'c = 2\nmode = "parallel"')
         done = await rolltap.eval_set(path)
+        peak = sim.stats.peak_in_flight
     assert done.ok and [r.summary["rollouts"] for r in done.runs] == [10, 10, 20]
+    assert peak == 2
     async with await Store.open(str(load_eval_set(path)[0].store)) as store:
         cs = [(await store.get_run(r.run_id or "")).config["run"]["c"] for r in done.runs]
-    assert cs == [1, 1, 1]  # 4 // 3 runs: never more than 4 in flight
+    assert cs == [2, 2, 2]  # each run within c; the pool bounds them together
 
 
 @pytest.mark.parametrize(

@@ -56,8 +56,8 @@ class EvalSetConfig(BaseModel):
 
     name: str | None = None
     mode: Literal["sequential", "parallel"] = "sequential"
-    #: rollouts at once: each run's ``c`` when sequential; in parallel, split evenly
-    #: among the runs (each at least 1), so the set never has more in flight
+    #: rollouts at once: each run's ``c`` when sequential; in parallel, one pool of
+    #: places shared by the runs, so the set never has more in flight
     c: int | None = Field(default=None, gt=0)
     retries: int = Field(default=0, ge=0)
     retry_backoff_s: float = Field(default=5.0, ge=0)
