@@ -17,7 +17,7 @@ stopped), one cut short is resumed (or its retry pass finished), one never start
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,11 @@ from typing import Any
 from rolltap import evaluation
 from rolltap.errors import ConfigError, RolltapError
 from rolltap.results.sets import set_summary
-from rolltap.rollouts.api import Hooks, RunResult, Stoppable, load_run_tasks
+from rolltap.rollouts.api import Hooks, RunResult, load_run_tasks
 from rolltap.rollouts.config import RunConfig
 from rolltap.rollouts.evalset_config import EvalSetConfig, load_eval_set, set_doc, set_from_doc
 from rolltap.rollouts.prepare import prepare
+from rolltap.rollouts.set_control import SetControl
 from rolltap.store import RunInfo, Store, resolve_store_url, run_policy, run_r
 
 __all__ = ["SetControl", "SetResult", "SetRun", "eval_set", "read_eval_set", "resume_eval_set"]
@@ -64,50 +65,6 @@ class SetResult:
         done = self.summary.get("statuses", {})
         good = done.get("completed", 0) + done.get("limit_reached", 0)
         return not self.interrupted and all(r.run_id for r in self.runs) and good > 0
-
-
-class SetControl:
-    """Stops a set: no new run or retry pass starts, the runs in flight are stopped (their
-    rollouts end ``cancelled``, resumable). ``hooks_for(index, name)`` makes each run's
-    hooks."""
-
-    def __init__(self, hooks_for: Callable[[int, str | None], Hooks] | None = None) -> None:
-        self._hooks_for = hooks_for
-        self._runners: list[Stoppable] = []
-        self._stopping = asyncio.Event()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopping.is_set()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        for runner in self._runners:
-            runner.stop()
-
-    async def backoff(self, seconds: float) -> bool:
-        """Wait ``seconds`` (a retry's backoff) unless stopped meanwhile; whether to go on."""
-        try:
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-        except TimeoutError:
-            return True
-        return False
-
-    def hooks(self, index: int, name: str | None) -> Hooks:
-        """Run ``index``'s hooks, whose runner this control can stop."""
-        hooks = self._hooks_for(index, name) if self._hooks_for else Hooks()
-        theirs = hooks.on_runner
-
-        def attach(runner: Stoppable) -> None:
-            self._runners.append(runner)
-            if self.stopped:
-                runner.stop()
-            if theirs is not None:
-                theirs(runner)
-
-        hooks.on_runner = attach
-        return hooks
 
 
 def _in_process(run: RunConfig) -> bool:
