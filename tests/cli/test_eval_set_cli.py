@@ -91,6 +91,7 @@ def test_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     line = assert_one_line_error(rolltap("eval-set", str(bad), "--store", url), 2,
                                  "invalid_config")  # fmt: skip
     assert "runs[0]: rewrads: Extra inputs are not permitted" in line
+    assert "rewrads: did you mean 'rewards'?" in line
     assert not (tmp_path / "runs.db").exists()  # nothing stored before the file is right
     rolltap("db", "upgrade", "--store", url)
     unknown = rolltap("eval-set", "--resume", "feed", "--store", url)

@@ -147,10 +147,12 @@ async def test_runs_in_parallel_share_c(tmp_path: Path) -> None:
     ("text", "says"),
     [
         ('retires = 2\n[[runs]]\ntasks = "t"', "retires: Extra inputs are not permitted"),
+        ('retires = 2\n[[runs]]\ntasks = "t"', "retires: did you mean 'retries'?"),
         ('mode = "both"\n[[runs]]\ntasks = "t"', "mode: Input should be 'sequential'"),
         ("c = 2", "runs: Field required"),
         ('[[runs]]\ntasks = "t"\n[[runs]]\nname = "x"\nrewrads = ["exact"]',
          "runs[1] (x): rewrads: Extra inputs are not permitted"),
+        ('[[runs]]\ntasks = "t"\nhareness = "chat"', "hareness: did you mean 'harness'?"),
         ('[[runs]]\ntasks = "t"\nstore = "sqlite:///x.db"', "'store' is the set's"),
         ('retry_codes = ["upstream_status"]\n[[runs]]\ntasks = "t"', "did you mean"),
         ("[[runs", "invalid TOML"),
