@@ -107,6 +107,36 @@ async def test_a_set_stopped_mid_way_and_resumed_runs_each_rollout_once(tmp_path
     assert shown.summary == again.summary
 
 
+async def test_a_parallel_set_stopped_and_resumed_keeps_c_and_runs_each_rollout_once(
+    tmp_path: Path,
+) -> None:
+    # stopped while every run waits on the shared places: none may hang on them, and
+    # the resumed set still keeps to c
+    async with Simulator(SimConfig(seed=1, ttft_ms=5)) as sim:
+        path = _set_file(tmp_path, sim, 'c = 3\nmode = "parallel"')
+        url = str(load_eval_set(path)[0].store)
+        seen: list[RolloutResult] = []
+
+        def hooks_for(index: int, name: str | None) -> Hooks:
+            def landed(result: RolloutResult) -> None:
+                seen.append(result)
+                if len(seen) == 12:
+                    control.stop()
+
+            return Hooks(on_result=landed)
+
+        control = SetControl(hooks_for)
+        first = await rolltap.eval_set(path, control=control)
+        assert first.interrupted
+        again = await rolltap.resume_eval_set(first.set_id, store=url)
+        peak = sim.stats.peak_in_flight
+    assert again.ok and not again.interrupted and peak <= 3
+    slots = await _slots(url, again)
+    assert [sum(c.values()) for c in slots.values()] == [10, 10, 20]
+    assert all(n == 1 for c in slots.values() for n in c.values())  # once per attempt
+    _check_sum(again)
+
+
 async def test_failed_rollouts_are_retried_up_to_retries_passes(tmp_path: Path) -> None:
     async with Simulator(SimConfig(seed=1, faults=FAULTS)) as flaky:
         path = _set_file(tmp_path, flaky, "c = 4\nretries = 2")
