@@ -1,7 +1,7 @@
 """``rolltap.eval_set`` and ``rolltap.resume_eval_set``: several runs under one set id.
 
 A set (:mod:`rolltap.rollouts.evalset_config`) runs its runs in order (``sequential``) or
-all at once (``parallel``, ``c`` split among them), each through :func:`rolltap.evaluate`
+all at once (``parallel``, ``c`` places shared by them), each through :func:`rolltap.evaluate`
 and, when ``retries`` allows, :func:`rolltap.retry_failed` passes (backing off
 ``retry_backoff_s * 2**(k-1)`` before pass k) until nothing failed. Each run is stored
 with the set's id and its place in the set, so :func:`resume_eval_set` picks the set up
@@ -17,7 +17,7 @@ stopped), one cut short is resumed (or its retry pass finished), one never start
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,11 @@ from typing import Any
 from rolltap import evaluation
 from rolltap.errors import ConfigError, RolltapError
 from rolltap.results.sets import set_summary
-from rolltap.rollouts.api import Hooks, RunResult, Stoppable, load_run_tasks
+from rolltap.rollouts.api import Hooks, RunResult, load_run_tasks
 from rolltap.rollouts.config import RunConfig
 from rolltap.rollouts.evalset_config import EvalSetConfig, load_eval_set, set_doc, set_from_doc
 from rolltap.rollouts.prepare import prepare
+from rolltap.rollouts.set_control import SetControl
 from rolltap.store import RunInfo, Store, resolve_store_url, run_policy, run_r
 
 __all__ = ["SetControl", "SetResult", "SetRun", "eval_set", "read_eval_set", "resume_eval_set"]
@@ -66,56 +67,19 @@ class SetResult:
         return not self.interrupted and all(r.run_id for r in self.runs) and good > 0
 
 
-class SetControl:
-    """Stops a set: no new run or retry pass starts, the runs in flight are stopped (their
-    rollouts end ``cancelled``, resumable). ``hooks_for(index, name)`` makes each run's
-    hooks."""
-
-    def __init__(self, hooks_for: Callable[[int, str | None], Hooks] | None = None) -> None:
-        self._hooks_for = hooks_for
-        self._runners: list[Stoppable] = []
-        self._stopping = asyncio.Event()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopping.is_set()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        for runner in self._runners:
-            runner.stop()
-
-    async def backoff(self, seconds: float) -> bool:
-        """Wait ``seconds`` (a retry's backoff) unless stopped meanwhile; whether to go on."""
-        try:
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-        except TimeoutError:
-            return True
-        return False
-
-    def hooks(self, index: int, name: str | None) -> Hooks:
-        """Run ``index``'s hooks, whose runner this control can stop."""
-        hooks = self._hooks_for(index, name) if self._hooks_for else Hooks()
-        theirs = hooks.on_runner
-
-        def attach(runner: Stoppable) -> None:
-            self._runners.append(runner)
-            if self.stopped:
-                runner.stop()
-            if theirs is not None:
-                theirs(runner)
-
-        hooks.on_runner = attach
-        return hooks
+def _in_process(run: RunConfig) -> bool:
+    return run.workers is None and run.ray is None
 
 
 def _share(config: EvalSetConfig, run: RunConfig) -> int:
-    """A run's ``c``: the set's when sequential; its part of the set's in parallel."""
+    """A run's ``c``: the set's when sequential, or in parallel in this process (where
+    the set's shared places bound them all); on workers, its part of the set's."""
     if config.c is None:
         return run.c
     if config.mode == "sequential":
         return config.c
+    if _in_process(run):
+        return min(run.c, config.c)
     return min(run.c, max(1, config.c // len(config.runs)))
 
 
@@ -129,11 +93,17 @@ async def _stored(store: str | None, run_id: str) -> tuple[RunInfo, dict[str, An
 class _Driver:
     def __init__(self, set_id: str, config: EvalSetConfig, control: SetControl) -> None:
         self.set_id, self.config, self.control = set_id, config, control
+        # in parallel, the runs in this process take their places from one pool: the
+        # set never has more than ``c`` in flight, and a run that ends frees its part
+        together = config.mode == "parallel" and config.c is not None
+        self.slots = asyncio.Semaphore(config.c) if together and config.c else None
 
     async def run(self, index: int, run: RunConfig, existing: RunInfo | None) -> SetRun:
         out = SetRun(index, run.name)
         run = run.model_copy(update={"set_id": self.set_id, "c": _share(self.config, run)})
         hooks = self.control.hooks(index, run.name)
+        if _in_process(run):
+            hooks.slots = self.slots
         result: RunResult | None = None
         if existing is None:
             result = await evaluation.evaluate(run, hooks=hooks)

@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 
 from clikit import REPO, argv, arolltap, assert_one_line_error, cli_env, rolltap
+from rolltap.cli.compare_sets import pair_runs
+from rolltap.evalset import SetRun
 from rolltap.sim import SimConfig, Simulator
 
 
@@ -91,9 +93,19 @@ def test_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     line = assert_one_line_error(rolltap("eval-set", str(bad), "--store", url), 2,
                                  "invalid_config")  # fmt: skip
     assert "runs[0]: rewrads: Extra inputs are not permitted" in line
+    assert "rewrads: did you mean 'rewards'?" in line
     assert not (tmp_path / "runs.db").exists()  # nothing stored before the file is right
     rolltap("db", "upgrade", "--store", url)
     unknown = rolltap("eval-set", "--resume", "feed", "--store", url)
     assert "no eval set 'feed'" in assert_one_line_error(unknown, 1, "store_not_found")
     both = rolltap("runs", "compare", "--sets", "a", "b", "--scoring", "x", "--store", url)
     assert "no --scoring" in assert_one_line_error(both, 2, "usage_error")
+
+
+def test_compare_sets_pairs_runs_by_name_before_place() -> None:
+    a = [SetRun(0, "p"), SetRun(1, "q"), SetRun(2, "s")]
+    b = [SetRun(0, "q"), SetRun(1, "r"), SetRun(2, "t"), SetRun(3, "u")]
+    pairs = [(x and x.name, y and y.name) for x, y in pair_runs(a, b)]
+    # q finds q by name though p comes first and q is in p's place (p, whose place is
+    # taken, is compared with nothing); s takes t by place; r and u have no partner
+    assert pairs == [("p", None), ("q", "q"), ("s", "t"), (None, "r"), (None, "u")]

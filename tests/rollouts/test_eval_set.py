@@ -107,6 +107,36 @@ async def test_a_set_stopped_mid_way_and_resumed_runs_each_rollout_once(tmp_path
     assert shown.summary == again.summary
 
 
+async def test_a_parallel_set_stopped_and_resumed_keeps_c_and_runs_each_rollout_once(
+    tmp_path: Path,
+) -> None:
+    # stopped while every run waits on the shared places: none may hang on them, and
+    # the resumed set still keeps to c
+    async with Simulator(SimConfig(seed=1, ttft_ms=5)) as sim:
+        path = _set_file(tmp_path, sim, 'c = 3\nmode = "parallel"')
+        url = str(load_eval_set(path)[0].store)
+        seen: list[RolloutResult] = []
+
+        def hooks_for(index: int, name: str | None) -> Hooks:
+            def landed(result: RolloutResult) -> None:
+                seen.append(result)
+                if len(seen) == 12:
+                    control.stop()
+
+            return Hooks(on_result=landed)
+
+        control = SetControl(hooks_for)
+        first = await rolltap.eval_set(path, control=control)
+        assert first.interrupted
+        again = await rolltap.resume_eval_set(first.set_id, store=url)
+        peak = sim.stats.peak_in_flight
+    assert again.ok and not again.interrupted and peak <= 3
+    slots = await _slots(url, again)
+    assert [sum(c.values()) for c in slots.values()] == [10, 10, 20]
+    assert all(n == 1 for c in slots.values() for n in c.values())  # once per attempt
+    _check_sum(again)
+
+
 async def test_failed_rollouts_are_retried_up_to_retries_passes(tmp_path: Path) -> None:
     async with Simulator(SimConfig(seed=1, faults=FAULTS)) as flaky:
         path = _set_file(tmp_path, flaky, "c = 4\nretries = 2")
@@ -130,23 +160,29 @@ async def test_failed_rollouts_are_retried_up_to_retries_passes(tmp_path: Path) 
 
 
 async def test_runs_in_parallel_share_c(tmp_path: Path) -> None:
-    async with Simulator(SimConfig(seed=1)) as sim:
-        path = _set_file(tmp_path, sim, 'c = 4\nmode = "parallel"')
+    # each call takes a while, so the runs' rollouts overlap: three runs with a part of
+    # c each (at least 1) would have 3 in flight; one shared pool of 2 never does
+    async with Simulator(SimConfig(seed=1, ttft_ms=100)) as sim:
+        path = _set_file(tmp_path, sim, 'c = 2\nmode = "parallel"')
         done = await rolltap.eval_set(path)
+        peak = sim.stats.peak_in_flight
     assert done.ok and [r.summary["rollouts"] for r in done.runs] == [10, 10, 20]
+    assert peak == 2
     async with await Store.open(str(load_eval_set(path)[0].store)) as store:
         cs = [(await store.get_run(r.run_id or "")).config["run"]["c"] for r in done.runs]
-    assert cs == [1, 1, 1]  # 4 // 3 runs: never more than 4 in flight
+    assert cs == [2, 2, 2]  # each run within c; the pool bounds them together
 
 
 @pytest.mark.parametrize(
     ("text", "says"),
     [
         ('retires = 2\n[[runs]]\ntasks = "t"', "retires: Extra inputs are not permitted"),
+        ('retires = 2\n[[runs]]\ntasks = "t"', "retires: did you mean 'retries'?"),
         ('mode = "both"\n[[runs]]\ntasks = "t"', "mode: Input should be 'sequential'"),
         ("c = 2", "runs: Field required"),
         ('[[runs]]\ntasks = "t"\n[[runs]]\nname = "x"\nrewrads = ["exact"]',
          "runs[1] (x): rewrads: Extra inputs are not permitted"),
+        ('[[runs]]\ntasks = "t"\nhareness = "chat"', "hareness: did you mean 'harness'?"),
         ('[[runs]]\ntasks = "t"\nstore = "sqlite:///x.db"', "'store' is the set's"),
         ('retry_codes = ["upstream_status"]\n[[runs]]\ntasks = "t"', "did you mean"),
         ("[[runs", "invalid TOML"),

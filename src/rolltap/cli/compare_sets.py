@@ -22,15 +22,22 @@ def pair_runs(a: list[SetRun], b: list[SetRun]) -> list[tuple[SetRun | None, Set
     """``a``'s runs each with its partner in ``b`` (same name, else same place), then
     ``b``'s runs left over."""
     left = list(b)
-    pairs: list[tuple[SetRun | None, SetRun | None]] = []
+    partners: dict[int, SetRun] = {}
+    # names first, over all the runs: a run matched by its place must not take the
+    # partner a later run has by name
     for run in a:
-        partner = next((o for o in left if o.name == run.name), None)
-        if partner is None:
-            partner = next((o for o in left if o.index == run.index), None)
-        if partner is not None:
-            left.remove(partner)
-        pairs.append((run, partner))
-    return pairs + [(None, run) for run in left]
+        named = next((o for o in left if o.name == run.name), None)
+        if named is not None:
+            partners[run.index] = named
+            left.remove(named)
+    for run in a:
+        placed = None if run.index in partners else next(
+            (o for o in left if o.index == run.index), None
+        )  # fmt: skip
+        if placed is not None:
+            partners[run.index] = placed
+            left.remove(placed)
+    return [(run, partners.get(run.index)) for run in a] + [(None, run) for run in left]
 
 
 def _summary(run: SetRun | None) -> dict[str, Any]:

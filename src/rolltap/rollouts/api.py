@@ -102,6 +102,9 @@ class Hooks:
     #: the store writer's state, about once a second while the run goes (progress)
     on_store: Callable[[WriterStats], None] | None = None
     gateway_settings: GatewaySettings | None = None
+    #: places shared with other runs in this process: the run's rollouts take one each
+    #: too (an eval set's ``c`` in parallel); runs on workers or Ray do not use them
+    slots: asyncio.Semaphore | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -221,7 +224,7 @@ async def _run_on(
                 harness=plan.harness, scorer=plan.scorer, model=endpoint.model, c=config.c,
                 limits=_limits(config.limits), sampling=sampling,
                 on_result=ctx.hooks.on_result, admission=store.wait_for_room,
-                node_id=socket.gethostname(),
+                node_id=socket.gethostname(), shared_slots=ctx.hooks.slots,
             )  # fmt: skip
             if ctx.hooks.on_runner is not None:
                 ctx.hooks.on_runner(runner)

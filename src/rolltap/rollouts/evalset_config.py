@@ -32,7 +32,9 @@ is checked before anything is stored.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,8 +58,8 @@ class EvalSetConfig(BaseModel):
 
     name: str | None = None
     mode: Literal["sequential", "parallel"] = "sequential"
-    #: rollouts at once: each run's ``c`` when sequential; in parallel, split evenly
-    #: among the runs (each at least 1), so the set never has more in flight
+    #: rollouts at once: each run's ``c`` when sequential; in parallel, one pool of
+    #: places shared by the runs, so the set never has more in flight
     c: int | None = Field(default=None, gt=0)
     retries: int = Field(default=0, ge=0)
     retry_backoff_s: float = Field(default=5.0, ge=0)
@@ -77,6 +79,20 @@ class EvalSetConfig(BaseModel):
         return f"{self.name or 'set'}#{index + 1}"
 
 
+def _explain(exc: ValidationError, known: Iterable[str]) -> str:
+    """:func:`describe_errors`, and for a top-level key nobody knows the known ones near it
+    (a typo in a set file is the likeliest mistake in it)."""
+    said, names = describe_errors(exc), list(known)
+    for error in exc.errors():
+        if error["type"] != "extra_forbidden" or len(error["loc"]) != 1:
+            continue
+        key = str(error["loc"][0])
+        near = difflib.get_close_matches(key, names, n=1)
+        if near:
+            said += f"; {key}: did you mean {near[0]!r}?"
+    return said
+
+
 def _run(config: EvalSetConfig, index: int, base: Path | None, where: str) -> RunConfig:
     entry = {**config.defaults, **config.runs[index]}
     said = entry.get("name")
@@ -91,7 +107,7 @@ def _run(config: EvalSetConfig, index: int, base: Path | None, where: str) -> Ru
     try:
         return RunConfig.model_validate({**entry, "store": config.store, "set_index": index})
     except ValidationError as exc:
-        raise ConfigError(f"{what}: {describe_errors(exc)}") from exc
+        raise ConfigError(f"{what}: {_explain(exc, RunConfig.model_fields)}") from exc
 
 
 def run_configs(
@@ -106,7 +122,8 @@ def _validate(data: dict[str, Any], where: str) -> EvalSetConfig:
     try:
         return EvalSetConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid eval set ({where}): {describe_errors(exc)}") from exc
+        problems = _explain(exc, EvalSetConfig.model_fields)
+        raise ConfigError(f"invalid eval set ({where}): {problems}") from exc
 
 
 def load_eval_set(

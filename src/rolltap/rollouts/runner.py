@@ -87,6 +87,7 @@ class Runner:
         admission: Callable[[], Awaitable[None]] | None = None,
         node_id: str | None = None,
         worker_id: str | None = None,
+        shared_slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.gateway, self.store, self.observer = gateway, store, observer
         self.run_id, self.harness, self.scorer, self.model = run_id, harness, scorer, model
@@ -99,6 +100,9 @@ class Runner:
         self.stopping = False
         self.results: list[RolloutResult] = []
         self.admission = admission
+        #: a bound shared with other runs in this process (an eval set's ``c`` in
+        #: parallel): each rollout holds one of these as well as one of its run's ``c``
+        self.shared_slots = shared_slots
         #: rollouts started (past admission); the store error that stopped the run, if any
         self.admitted, self.store_failure = 0, cast(StoreError | None, None)
         self._unsaved = Unsaved()
@@ -136,13 +140,21 @@ class Runner:
         async with asyncio.TaskGroup() as group:
             for item in items:
                 await slots.acquire()
+                if self.shared_slots is not None:
+                    await self.shared_slots.acquire()
                 await self._admit()
                 if self.stopping:
-                    slots.release()
+                    self._free(slots)
                     break
                 self.admitted += 1
                 group.create_task(self._guarded(item, slots))
         return self.results
+
+    def _free(self, slots: asyncio.Semaphore) -> None:
+        """Give back a rollout's place: its run's, and the shared one it held."""
+        slots.release()
+        if self.shared_slots is not None:
+            self.shared_slots.release()
 
     async def _admit(self) -> None:
         if self.admission is None or self.stopping:
@@ -158,7 +170,7 @@ class Runner:
 
         def release() -> None:  # once: when the rollout is scored, or on the way out
             if held and held.pop():
-                slots.release()
+                self._free(slots)
 
         try:
             result = await self._one(item, release)
