@@ -188,22 +188,22 @@ async def _drive(
                                    interrupted=True))  # fmt: skip
                 continue
             done.append(await driver.run(i, run, existing.get(i)))
-    summary = await _totals(config.store, done)
+    async with await Store.open(config.store, create=False) as opened:
+        summary = await _totals(opened, done)
     stopped = control.stopped or any(run.interrupted for run in done)
     return SetResult(set_id, config.name, done, summary, interrupted=stopped)
 
 
-async def _totals(store: str | None, done: list[SetRun]) -> dict[str, Any]:
+async def _totals(store: Store, done: list[SetRun]) -> dict[str, Any]:
     """The set's summary from what its runs stored (see :mod:`rolltap.results.sets`)."""
     parts, summaries = [], []
-    async with await Store.open(store, create=False) as opened:
-        for run in done:
-            if run.run_id is None:
-                continue
-            info = await opened.get_run(run.run_id)
-            results = await opened.run_results(run.run_id)
-            parts.append((results, run_policy(info.config), run_r(info.config)))
-            summaries.append(run.summary)
+    for run in done:
+        if run.run_id is None:
+            continue
+        info = await store.get_run(run.run_id)
+        results = await store.run_results(run.run_id)
+        parts.append((results, run_policy(info.config), run_r(info.config)))
+        summaries.append(run.summary)
     return set_summary(parts, summaries)
 
 
@@ -225,7 +225,7 @@ async def read_eval_set(set_id: str, *, store: str | None = None) -> SetResult:
             summary = await opened.run_summary(found.id)
             done.append(SetRun(i, run.name, found.id, summary, retried=found.retries,
                                interrupted=not summary.get("stored")))  # fmt: skip
-    summary = await _totals(url, done)
+        summary = await _totals(opened, done)
     return SetResult(full_id, config.name, done, summary,
                      interrupted=any(r.interrupted for r in done))  # fmt: skip
 

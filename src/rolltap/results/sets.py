@@ -36,10 +36,9 @@ def set_summary(
     each run's own summary (for what only model calls say)."""
     counted = [res for results, policy, _r in runs for res in pick(results, policy)]
     samples = {r for _res, _policy, r in runs}
+    # pass@k only for one r: of_results leaves it out at r = 1
     same_r = samples.pop() if len(samples) == 1 else 1
     summary = RunSummary.of_results(counted, r=same_r).to_dict()
-    if len({r for _res, _p, r in runs}) > 1:
-        summary.pop("pass_at_k", None)
     for key in _SUMMED:
         values = [s.get(key) for s in summaries]
         known = all(isinstance(v, int) for v in values)

@@ -103,6 +103,7 @@ __all__ = [
     "check_ray_fields",
     "describe_errors",
     "load_run_config",
+    "read_toml",
 ]
 
 
@@ -345,18 +346,24 @@ def _validate(data: dict[str, Any], where: str) -> RunConfig:
         raise ConfigError(f"invalid run config ({where}): {problems}") from exc
 
 
+def read_toml(file: Path, what: str) -> dict[str, Any]:
+    """``file``'s TOML; a ConfigError naming ``what`` and the file when it cannot be read
+    or parsed."""
+    try:
+        return tomllib.loads(file.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {file}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+
+
 def load_run_config(path: str | Path) -> RunConfig:
     """Read a TOML run config; raises ``ConfigError`` naming the file.
 
     A relative ``tasks`` path is relative to the config file's folder.
     """
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read run config {file}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    data = read_toml(file, "run config")
     tasks = data.get("tasks")
     if isinstance(tasks, str) and not Path(tasks).is_absolute():
         data["tasks"] = str(file.parent / tasks)

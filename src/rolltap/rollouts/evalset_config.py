@@ -33,7 +33,6 @@ is checked before anything is stored.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rolltap.errors import ConfigError
 from rolltap.results.attempts import check_codes
-from rolltap.rollouts.config import RunConfig, describe_errors
+from rolltap.rollouts.config import RunConfig, describe_errors, read_toml
 
 __all__ = ["EvalSetConfig", "load_eval_set", "run_configs", "set_doc", "set_from_doc"]
 
@@ -131,12 +130,7 @@ def load_eval_set(
 ) -> tuple[EvalSetConfig, list[RunConfig]]:
     """Read and check an eval set file (``overrides``: flags over its fields)."""
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read eval set {file}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    data = read_toml(file, "eval set")
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     config = _validate(data, str(file))
     return config, run_configs(config, file.parent, str(file))

@@ -15,7 +15,7 @@ from typing import Any
 
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.statuses import REWARD_ERROR
-from rolltap.store import Score, ScoringInfo, Store
+from rolltap.store import Score, ScoringInfo, Store, pick_scoring
 
 __all__ = ["Choice", "choose", "results_under", "summary_under"]
 
@@ -42,8 +42,8 @@ class Choice:
 
 async def choose(store: Store, run_id: str, ref: str | None = None) -> Choice:
     """The scoring ``ref`` names for run ``run_id`` (see the module docs)."""
-    chosen = await store.resolve_scoring(run_id, ref)
-    return Choice(chosen, await store.list_scorings(run_id))
+    known = await store.list_scorings(run_id)  # read once: the choice and the links
+    return Choice(pick_scoring(run_id, known, ref), known)
 
 
 async def summary_under(store: Store, run_id: str, choice: Choice) -> dict[str, Any]:

@@ -63,6 +63,7 @@ from rolltap.store.reader import (
 from rolltap.store.rollup_read import reward_histogram
 from rolltap.store.scoring_ops import Score, ScoringInfo
 from rolltap.store.scorings import ORIGINAL as ORIGINAL_SCORING
+from rolltap.store.scorings import pick_scoring
 from rolltap.store.serialize import event_json, event_rows, row_event
 from rolltap.store.store import Store
 from rolltap.store.url import DEFAULT_STORE_URL, STORE_ENV, mask_url, resolve_store_url
@@ -113,6 +114,7 @@ __all__ = [
     "iter_event_rows",
     "list_sessions",
     "mask_url",
+    "pick_scoring",
     "reading",
     "resolve_store_url",
     "retried_by",

@@ -32,12 +32,34 @@ from rolltap.store.scoring_ops import (
     scoring_info,
 )
 
-__all__ = ["ORIGINAL", "StoreScorings"]
+__all__ = ["ORIGINAL", "StoreScorings", "pick_scoring"]
 
 #: the scoring reference that means the run's own rewards, from ``rolltap eval``
 ORIGINAL = "original"
 #: scores per write: a scoring of a large run lands in bounded transactions
 _BATCH = 500
+
+
+def pick_scoring(run_id: str, known: list[ScoringInfo], ref: str | None) -> ScoringInfo | None:
+    """Of run ``run_id``'s complete scorings ``known`` (oldest first), the one ``ref``
+    names: ``None`` (or ``latest``) the latest, else the run's own rewards (``None``);
+    ``original``: ``None``; else a scoring's name (the latest of that name) or its id or
+    id prefix. StoreNotFoundError naming the run's scorings when none matches."""
+    if ref == ORIGINAL:
+        return None
+    if ref is None or ref == "latest":
+        return known[-1] if known else None
+    for info in reversed(known):
+        if info.name == ref:
+            return info
+    matches = [info for info in known if info.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    listed = ", ".join(f"{info.id[:8]} ({info.label})" for info in known) or "none"
+    what = "several scorings start with" if matches else "no scoring named"
+    raise StoreNotFoundError(
+        f"run {run_id}: {what} {ref!r}; its scorings: {listed} (or {ORIGINAL!r})"
+    )
 
 
 class StoreScorings:
@@ -84,26 +106,10 @@ class StoreScorings:
         return [scoring_info(m) for m in rows]
 
     async def resolve_scoring(self, run_id: str, ref: str | None = None) -> ScoringInfo | None:
-        """The complete scoring of ``run_id`` that ``ref`` names: ``None`` (or ``latest``)
-        the latest, else the run's own rewards (``None``); ``original``: ``None``; else a
-        scoring's name (the latest of that name) or its id or id prefix.
-        StoreNotFoundError naming the run's scorings when none matches."""
+        """The complete scoring of ``run_id`` that ``ref`` names (:func:`pick_scoring`)."""
         if ref == ORIGINAL:
             return None
-        known = await self.list_scorings(run_id)
-        if ref is None or ref == "latest":
-            return known[-1] if known else None
-        for info in reversed(known):
-            if info.name == ref:
-                return info
-        matches = [info for info in known if info.id.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        listed = ", ".join(f"{info.id[:8]} ({info.label})" for info in known) or "none"
-        what = "several scorings start with" if matches else "no scoring named"
-        raise StoreNotFoundError(
-            f"run {run_id}: {what} {ref!r}; its scorings: {listed} (or {ORIGINAL!r})"
-        )
+        return pick_scoring(run_id, await self.list_scorings(run_id), ref)
 
     async def scores(
         self, scoring_id: str, session_ids: Sequence[str] | None = None
