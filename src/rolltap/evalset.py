@@ -68,7 +68,16 @@ class SetResult:
 
 
 def _in_process(run: RunConfig) -> bool:
-    return run.workers is None and run.ray is None
+    """Whether ``run`` (placed: :func:`_placed`) runs in this process."""
+    return not run.distributed
+
+
+def _placed(config: EvalSetConfig, run: RunConfig) -> RunConfig:
+    """``run`` with ``workers = "auto"`` decided: by the set's ``c`` when sequential, by
+    its own before the set shares ``c`` out when parallel (a share does not move it)."""
+    c = config.c if config.mode == "sequential" and config.c is not None else run.c
+    backend = evaluation.backend_for(run.model_copy(update={"c": c}))
+    return run.placed(backend.placement())
 
 
 def _share(config: EvalSetConfig, run: RunConfig) -> int:
@@ -100,6 +109,7 @@ class _Driver:
 
     async def run(self, index: int, run: RunConfig, existing: RunInfo | None) -> SetRun:
         out = SetRun(index, run.name)
+        run = _placed(self.config, run)
         run = run.model_copy(update={"set_id": self.set_id, "c": _share(self.config, run)})
         hooks = self.control.hooks(index, run.name)
         if _in_process(run):

@@ -26,6 +26,7 @@ from typing import Any
 from rolltap.config import EndpointConfig
 from rolltap.results.attempts import AttemptPolicy, summarize_run
 from rolltap.rollouts.api import Hooks, RunResult, harness_name, stored_run_config
+from rolltap.rollouts.auto_workers import auto_workers
 from rolltap.rollouts.backend import Backend, InProcess
 from rolltap.rollouts.config import RunConfig
 from rolltap.rollouts.harness import Harness
@@ -37,13 +38,18 @@ from rolltap.store import Store
 __all__ = ["backend_for", "evaluate", "resume", "retry_failed"]
 
 
-def backend_for(config: RunConfig) -> Backend:
-    """The backend ``config``'s ``workers``/``ray`` fields name (``InProcess`` when unset)."""
+def backend_for(config: RunConfig, *, in_process_harness: bool = False) -> Backend:
+    """The backend ``config``'s ``workers``/``ray`` fields name: ``workers = "auto"`` (or
+    unset) picks worker processes when ``c`` needs them and the machine has the cores
+    (:func:`~rolltap.rollouts.auto_workers.auto_workers`), else ``InProcess`` — always
+    ``InProcess`` for an ``in_process_harness`` (a function, which cannot travel)."""
+    workers = config.workers
     if config.ray is not None:
-        return Ray(config.ray, config.workers, config.workers_per_node, config.ray_working_dir)
-    if config.workers is not None:
-        return Workers(config.workers)
-    return InProcess()
+        count = workers if isinstance(workers, int) else None
+        return Ray(config.ray, count, config.workers_per_node, config.ray_working_dir)
+    if workers is None or workers == "auto":
+        workers = 0 if in_process_harness else auto_workers(config.c)
+    return Workers(workers) if workers else InProcess()
 
 
 async def evaluate(
@@ -63,7 +69,7 @@ async def evaluate(
     only) and ``endpoint`` win over what ``config`` names; ``hooks`` feed a front end
     (each result, the plan, progress, what to ``stop()`` on a signal).
     """
-    backend = backend or backend_for(config)
+    backend = backend or backend_for(config, in_process_harness=harness is not None)
     if harness is not None:  # the stored config names what ran, not the default harness
         config = config.merged({"harness": harness_name(harness)})
     return await backend.run(config, tasks=tasks, harness=harness, endpoint=endpoint, hooks=hooks)

@@ -50,7 +50,7 @@ async def test_in_process_runs_here_whatever_the_config_said(
     assert result.workers == []  # no worker processes
     async with await Store.open(config.store) as store:
         run = await store.get_run(result.run_id)
-    assert run.config["run"]["workers"] is None  # a resume runs in process too
+    assert run.config["run"]["workers"] == 0  # in process: a resume runs here too
     again = await rolltap.resume(result.run_id, store=config.store)
     assert again.run_id == result.run_id and again.workers == []
 

@@ -15,9 +15,10 @@ import psutil
 import pytest
 
 import rolltap
-from clikit import cli_env
+from clikit import arolltap, cli_env
 from rolltap.errors import ConfigError
 from rolltap.rollouts import Hooks, RolloutResult, RunConfig
+from rolltap.rollouts.auto_workers import AUTO_MIN_C, auto_workers, available_cores
 from rolltap.sim import Simulator
 from rolltap.store import SessionInfo, Store
 from serve.servekit import read_until
@@ -164,3 +165,26 @@ async def test_workers_fields_are_checked_before_anything_starts(tmp_path: Path)
     with pytest.raises(ConfigError, match="--ray needs --endpoint"):
         await rolltap.evaluate(config)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="workers = auto stays in process on one core")
+async def test_a_plain_eval_at_c_1024_goes_to_workers_and_says_so(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    tasks = tasks_file(tmp_path / "t.jsonl", 4)
+    common = ("eval", tasks, "--harness", HARNESS, "--endpoint", sim.base_url,
+              "--model", "sim-model", "--store", url, "-c", str(AUTO_MIN_C))  # fmt: skip
+    done = await arolltap(*common)
+    assert done.code == 0, done.output
+    expected = auto_workers(AUTO_MIN_C)
+    line = f"-c {AUTO_MIN_C} on {available_cores()} cores: the rollouts run on {expected} worker"
+    assert line in done.stderr
+    here = await arolltap(*common, "--workers", "0")  # in this process: no line
+    assert here.code == 0 and "worker processes" not in here.stderr, here.output
+    async with await Store.open(url) as store:
+        runs = sorted(await store.list_runs(), key=lambda run: run.created_at)
+    # stored as decided: a resume runs where the run ran
+    assert [run.config["run"]["workers"] for run in runs] == [expected, 0]
+    bad = await arolltap(*common, "--workers", "two")
+    assert bad.code == 2 and "give a number of worker processes, 0 or auto" in bad.stderr

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import orjson
 import typer
 
+import rolltap
 from rolltap import evaluation
 from rolltap.cli.common import (
     EXIT_FAILED,
@@ -34,6 +35,7 @@ from rolltap.cli.report import ProgressReporter, render_summary, render_workers
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.rollouts import Hooks, RunConfig, RunResult, load_run_config
 from rolltap.rollouts.api import Stoppable
+from rolltap.rollouts.auto_workers import available_cores
 
 __all__ = ["register"]
 
@@ -68,6 +70,7 @@ async def _eval(config: RunConfig, again: Again, as_json: bool, stopper: _Stoppe
             result = await run_again(config, again, hooks)
         else:
             backend = evaluation.backend_for(config)  # --workers/--ray, or the config's
+            _placement_line(config, backend)
             result = await evaluation.evaluate(config, backend, hooks=hooks)
     _report(result, config, as_json)
     return result
@@ -131,6 +134,25 @@ def _endpoint(values: list[str] | None) -> str | list[str] | None:
     if len(values) > 1 and all(v.startswith(("http://", "https://")) for v in values):
         return values
     return values[-1]
+
+
+def _workers_flag(value: str | None) -> int | str | None:
+    """``--workers``: a number of processes (0: this one) or ``auto``."""
+    if value is None or value == "auto":
+        return value
+    if value.isdigit():
+        return int(value)
+    raise typer.BadParameter(f"{value!r}: give a number of worker processes, 0 or auto")
+
+
+def _placement_line(config: RunConfig, backend: object) -> None:
+    """Say so when ``auto`` (the default) spread the run over worker processes."""
+    if config.workers in (None, "auto") and isinstance(backend, rolltap.Workers):
+        err_console.print(
+            f"-c {config.c} on {available_cores()} cores: the rollouts run on {backend.n} "
+            "worker processes (--workers N to choose, 0 for this process)",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
 
 
 def _sampling(temperature: float | None, sample_max_tokens: int | None) -> dict[str, Any] | None:
@@ -224,8 +246,14 @@ def eval_command(
         ),
     ] = None,
     workers: Annotated[
-        int | None,
-        typer.Option(help="Run the rollouts on N worker processes (-c split among them)"),
+        str | None,
+        typer.Option(
+            metavar="N|0|auto",
+            callback=_workers_flag,
+            help="Run the rollouts on N worker processes (-c split among them); 0: in this"
+            " process; auto: worker processes from -c 1024 when the machine has the cores"
+            " \\[auto]",
+        ),
     ] = None,
     ray: Annotated[
         str | None,

@@ -30,6 +30,10 @@ __all__ = ["Backend", "InProcess"]
 class Backend(Protocol):
     """Runs one eval (or its resume) somewhere; what ``rolltap.evaluate`` calls."""
 
+    def placement(self) -> dict[str, Any]:
+        """The run config fields that say where it runs (stored with the run)."""
+        ...
+
     async def run(
         self,
         config: RunConfig,
@@ -56,8 +60,9 @@ class InProcess:
     """The rollouts run in this process, ``c`` at once, on one gateway (the default)."""
 
     def placement(self) -> dict[str, Any]:
-        """The run config fields that say so: no ``workers``, no ``ray``."""
-        return {}
+        """The run config fields that say so: ``workers = 0``, no ``ray`` (stored: a resume
+        runs in this process too, whatever ``auto`` would pick)."""
+        return {"workers": 0}
 
     async def run(
         self,

@@ -10,7 +10,8 @@ endpoint = "local"            # a name from [endpoints], a URL, or omitted: the 
                               # a list of URLs: replicas of one model (rollouts pinned)
 rewards = ["prefix", "contains=0.5"]
 store_unavailable_timeout_s = 300   # the database may be away this long; then the run stops
-workers = 2                   # omitted: rollouts run in this process; N: N worker processes
+workers = 2                   # N worker processes; 0: this process; "auto" (omitted): worker
+                              # processes when c >= 1024 and there are cores, else this one
 ray = "auto"                  # or "local", or a cluster address: workers are Ray actors
                               # (workers_per_node = K instead of workers: K on every node;
                               # ray_working_dir = "." uploads a directory to every node)
@@ -79,7 +80,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -173,11 +174,13 @@ class RunConfig(BaseModel):
     otel_content: bool = False
     #: how long the database may stay unreachable before the run stops (store_unavailable)
     store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
-    #: where the rollouts run: None (and no ``ray``): in this process; N: N worker
+    #: where the rollouts run: ``"auto"`` (or None, not said): N worker processes when
+    #: ``c`` is large enough to need them and the machine has the cores, else this
+    #: process (:mod:`rolltap.rollouts.auto_workers`); 0: this process; N: N worker
     #: processes on this machine, ``c`` split evenly among them. ``ray``: Ray actors on a
     #: cluster (``local`` starts one for the run, ``auto`` joins the running one, or a
     #: cluster address): ``workers`` in all, or ``workers_per_node`` on every node
-    workers: int | None = Field(default=None, gt=0)
+    workers: Annotated[int, Field(ge=0)] | Literal["auto"] | None = None
     ray: str | None = Field(default=None, min_length=1)
     workers_per_node: int | None = Field(default=None, gt=0)
     #: with ``ray``: a directory Ray uploads to every node as the workers' working
@@ -224,14 +227,17 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_placement(self) -> RunConfig:
         check_ray_fields(self.ray, self.workers_per_node, self.ray_working_dir)
-        if self.workers_per_node is not None and self.workers is not None:
+        if self.workers_per_node is not None and self.workers not in (None, "auto"):
             raise ValueError("give workers (in all) or workers_per_node, not both")
+        if self.ray is not None and self.workers == 0:
+            raise ValueError("workers = 0 runs in this process: not with ray")
         return self
 
     @property
     def distributed(self) -> bool:
-        """Whether the rollouts run on worker processes or Ray actors."""
-        return self.workers is not None or self.ray is not None
+        """Whether the rollouts run on worker processes or Ray actors (``auto`` is not
+        decided yet: :func:`rolltap.evaluation.backend_for` decides it)."""
+        return (isinstance(self.workers, int) and self.workers > 0) or self.ray is not None
 
     def placed(self, placement: dict[str, Any]) -> RunConfig:
         """A copy that runs where a backend says: ``workers``, ``ray``, ``workers_per_node``

@@ -155,9 +155,10 @@ class EvalDriver:
     def _serve_config(self, endpoint: EndpointConfig) -> ServeConfig:
         config = self.config
         per_node = config.workers_per_node
-        if config.ray is not None and config.workers is None and per_node is None:
+        count = config.workers if isinstance(config.workers, int) and config.workers else None
+        if config.ray is not None and count is None and per_node is None:
             per_node = 1  # --ray alone: one worker on every node
-        workers = config.workers or 1
+        workers = count or 1
         # ``c`` is the run's total; placement is least-loaded first, so an even split
         # (with workers per node, their number is known only once the cluster is seen)
         per_worker = config.c if per_node is not None else math.ceil(config.c / workers)
