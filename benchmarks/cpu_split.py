@@ -1,0 +1,111 @@
+"""Where a model call's CPU goes in one ``rolltap eval`` process, sampled by py-spy.
+
+One wave of ``-c`` 3-turn ``chat`` rollouts (the built-in harness: OpenAI-SDK coroutines in
+the eval's process) through the gateway to ``rolltap sim`` in its own process (as
+benchmarks/scale.py, shorter calls), stored in SQLite, the eval run as a CLI process with
+``--workers 0`` under ``py-spy record`` (every thread, idle samples left out). Each sample
+is put in one part by the frames on its stack, the first rule that matches from the top:
+
+- harness SDK: the ``openai`` / ``httpx`` / ``httpcore`` / ``anyio`` client side;
+- gateway: rolltap's gateway, dialects and clients, aiohttp's server and client;
+- store: rolltap's store (writer thread and commits), SQLAlchemy, sqlite3;
+- rollouts: the runner, recorder, results and summaries (rolltap.rollouts / results);
+- event loop: uvloop/asyncio themselves (scheduling, sockets), and the rest.
+
+    python benchmarks/cpu_split.py              # -c 512 (needs py-spy: the bench extra)
+    python benchmarks/cpu_split.py -c 128 --rate 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+from _procs import free_port, rolltap_process
+
+_GATEWAY = ("rolltap/gateway/", "rolltap/dialects/", "rolltap/clients/", "rolltap/http/",
+            "rolltap/pool/", "aiohttp/")  # fmt: skip
+#: (part, markers in a frame's text), first match over the whole stack wins
+RULES: list[tuple[str, tuple[str, ...]]] = [
+    ("store", ("rolltap/store/", "sqlalchemy/", "sqlite3/", "aiosqlite/")),
+    ("harness SDK", ("openai/", "httpx/", "httpcore/", "anyio/", "h11/")),
+    ("gateway", _GATEWAY),
+    ("rollouts", ("rolltap/rollouts/", "rolltap/results/", "rolltap/events/")),
+]
+PARTS = [part for part, _ in RULES] + ["event loop, other"]
+
+
+def part_of(stack: str) -> str:
+    for part, markers in RULES:
+        if any(marker in stack for marker in markers):
+            return part
+    return PARTS[-1]
+
+
+def split(collapsed: Path) -> Counter[str]:
+    """Samples per part from py-spy's ``--format raw`` (collapsed stacks) output."""
+    counts: Counter[str] = Counter()
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack:
+            counts[part_of(stack)] += int(n)
+    return counts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-c", type=int, default=512, help="rollouts (one wave, all at once)")
+    parser.add_argument("--rate", type=int, default=100, help="py-spy samples a second")
+    args = parser.parse_args()
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        raise SystemExit("py-spy is not installed (pip install -e '.[bench]')")
+    port = free_port()
+    sim = ["sim", "--port", str(port), "--ttft-ms", "1000", "--tokens-per-s", "50",
+           "--completion-tokens", "50"]  # fmt: skip
+    with (
+        rolltap_process(sim, f"http://127.0.0.1:{port}/health"),
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        tasks = Path(tmp) / "tasks.jsonl"
+        messages = [{"role": "user", "content": f"q{i}"} for i in range(3)]
+        tasks.write_bytes(orjson.dumps({"id": "t", "messages": messages, "info": {"regex": "."}}))
+        out = Path(tmp) / "stacks.txt"
+        command = [
+            spy, "record", "--rate", str(args.rate), "--format", "raw", "--output", str(out),
+            "--", sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "chat",
+            "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "sim", "-r", str(args.c),
+            "-c", str(args.c), "--workers", "0", "--reward", "regex", "--json",
+            "--store", f"sqlite:///{tmp}/cpu.db",
+        ]  # fmt: skip
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, check=False)
+        wall = time.monotonic() - started
+        if done.returncode != 0:
+            print(done.stderr.decode()[-2000:], file=sys.stderr)
+            return 1
+        # the summary, between py-spy's own lines
+        text = done.stdout.decode()
+        summary, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
+        counts = split(out)
+    calls, total = summary["model_calls"], sum(counts.values())
+    ms_a_call = 1000.0 * total / args.rate / max(calls, 1)
+    print(f"\n-c {args.c}: {calls} model calls, {wall:.0f} s; {total} samples at {args.rate}/s "
+          f"(every thread, busy only) = {ms_a_call:.2f} ms of CPU a call")  # fmt: skip
+    print(f"{'part':<20}{'share':>7}{'ms a call':>11}")
+    for part in PARTS:
+        share = counts[part] / max(total, 1)
+        print(f"{part:<20}{share:>7.0%}{share * ms_a_call:>11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
