@@ -22,6 +22,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from helpers import GatewayFactory, events, openai_client, register, settle
 from rolltap.dialects.canonical import Response, Text, Usage
 from rolltap.gateway import Gateway
+from rolltap.gateway.conversation import conversation_digest
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Kept, ReplayBook, digest, look_up
 from rolltap.sim import SimConfig, Simulator
 
@@ -256,12 +257,24 @@ def test_the_replay_book_is_bounded_by_count_and_bytes() -> None:
 
 
 def test_an_ordinary_call_is_not_digested() -> None:
-    body: dict[str, Any] = {"model": "m", "messages": []}
-    ordinary = look_up(None, {}, body)
+    messages = [{"role": "user", "content": "hi"}]
+    body: dict[str, Any] = {"model": "m", "messages": messages}
+    conversation = conversation_digest(messages)
+    ordinary = look_up(None, {}, "chat", body, conversation)
     assert (ordinary.retry_count, ordinary.retry_of, ordinary.request) == (0, None, "")
-    assert ordinary.sent == body and ordinary.sent is not body  # a copy, not digested
-    assert look_up(None, {"x-stainless-retry-count": "2"}, {}).retry_count == 2
-    assert look_up(None, {"x-stainless-retry-count": "x"}, {}).retry_count == 0
+    # a copy of the other fields and the conversation's digest: not digested, and not
+    # holding the conversation (the gateway lets go of it once the request is sent)
+    assert ordinary.sent == {"model": "m"} and ordinary.conversation == conversation
+    assert look_up(None, {"x-stainless-retry-count": "2"}, "chat", {}, b"").retry_count == 2
+    assert look_up(None, {"x-stainless-retry-count": "x"}, "chat", {}, b"").retry_count == 0
     body["model"] = "rewritten"  # as a relay rewrites a body in place
-    assert ordinary.digest_of(body) == digest({"model": "m", "messages": []})
-    assert NOT_A_RETRY.digest_of(body) == digest(body)
+    del body["messages"]  # as the gateway lets go of it
+    assert ordinary.digest_of("chat", body) == digest("chat", {"model": "m", "messages": messages})
+    assert NOT_A_RETRY.digest_of("chat", body) == digest("chat", body)
+    # the digest is of the fields and the conversation, whatever their key order
+    assert digest("chat", {"messages": [{"content": "hi", "role": "user"}], "model": "m"}) == (
+        digest("chat", {"model": "m", "messages": messages})
+    )
+    assert digest("chat", {"model": "m", "messages": []}) != digest(
+        "chat", {"model": "m"} | {"messages": messages}
+    )

@@ -62,10 +62,14 @@ _SSE = "text/event-stream"
 @dataclasses.dataclass(slots=True)
 class RelayRequest(UpstreamRequest):
     """A relayed request, with its server-side token capture (None: the endpoint's off)
-    and, when translated, the harness's headers less those dropped (None: all of them)."""
+    and, when translated, the harness's headers less those dropped (None: all of them).
+
+    ``data``: the body's bytes, made once its rewrites are done — what is sent, so the
+    body itself (the history's size) need not outlive its request event."""
 
     capture: ServerCapture | None = dataclasses.field(default=None, kw_only=True)
     headers: Mapping[str, str] | None = dataclasses.field(default=None, kw_only=True)
+    data: bytes = dataclasses.field(default=b"", kw_only=True)
 
 
 class RelayUpstream:
@@ -98,17 +102,18 @@ class RelayUpstream:
             body, dropped, headers = translated(call, self.name, self.unsupported)
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         if self.turns is None:
-            return RelayRequest(call, body, rewrites, headers=headers)
+            return RelayRequest(call, body, rewrites, headers=headers, data=orjson.dumps(body))
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
         )
-        return RelayRequest(call, body, rewrites + more, capture=capture, headers=headers)
+        return RelayRequest(call, body, rewrites + more, capture=capture, headers=headers,
+                            data=orjson.dumps(body))  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:
         """A stream when the harness asked for one and the upstream sent events; a body
         otherwise (an upstream may answer a stream request with one JSON body)."""
-        call, data, capture = request.call, orjson.dumps(request.body), request.capture
+        call, data, capture = request.call, request.data, request.capture
         headers = call.headers if request.headers is None else request.headers
         send = self.client.send(self.dialect.path, data, headers, rollout_id=call.rollout_id)
         parse = _answer if capture is None else functools.partial(_captured, capture)

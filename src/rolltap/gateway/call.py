@@ -222,7 +222,7 @@ class ModelCall(CallEvents):
         replay.settle`); the rollout's book."""
         try:
             return settle(
-                book, self.lookup, self.delivery, self.body, self.answer_for_replay,
+                book, self.lookup, self.delivery, self.request_digest, self.answer_for_replay,
                 max_bytes=max_bytes,
             )  # fmt: skip
         except RolltapError:
@@ -230,7 +230,7 @@ class ModelCall(CallEvents):
             # not replayable, but a retry is still linked to this call
             self.delivery.answered = False
             return settle(
-                book, self.lookup, self.delivery, self.body, self.answer_for_replay,
+                book, self.lookup, self.delivery, self.request_digest, self.answer_for_replay,
                 max_bytes=max_bytes,
             )  # fmt: skip
 

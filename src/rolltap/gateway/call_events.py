@@ -16,6 +16,7 @@ import asyncio
 import time
 from typing import Any
 
+from rolltap.clients.relay_upstream import RelayRequest
 from rolltap.clients.upstream import Reply, UpstreamRequest
 from rolltap.dialects.canonical import Dialect
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
@@ -35,7 +36,8 @@ class CallEvents:
     """The events of one intercepted model call, and the state they are made from."""
 
     __slots__ = (
-        "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "lookup",
+        "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "keep_body",
+        "lookup",
         "pending", "prefix", "replica", "requested", "rollout", "sent_version", "stats", "stream",
         "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
     )  # fmt: skip
@@ -47,6 +49,8 @@ class CallEvents:
     ) -> None:  # fmt: skip
         self.rollout, self.intercept, self.harness = rollout, intercept, harness
         self.body, self.stats = body, stats
+        #: whether the body's conversation is kept to the call's end (a tracer reads it)
+        self.keep_body = False
         self.stream = bool(body.get("stream"))
         #: what the events name as the upstream dialect
         self.upstream_name: str = rollout.upstream.name
@@ -87,10 +91,31 @@ class CallEvents:
 
     def flush_request(self) -> None:
         """Write the request event if it is still to be written (once; before any
-        other event of the call)."""
+        other event of the call), then let go of what the call no longer needs."""
         if self.pending is not None:
-            self.record_request(self.pending)
-            self.pending = None
+            sent, self.pending = self.pending, None
+            self.record_request(sent)
+            self.let_go(sent)
+
+    def let_go(self, sent: UpstreamRequest) -> None:
+        """Drop the body's conversation (the history's size: MBs for a long agent) once
+        the request event holds what it records of it and the upstream holds the bytes it
+        sends (a relay's ``data``): held through the upstream's answer it would double
+        what each call in flight costs. Nothing after this reads it — a retry's digest is
+        kept apart (:class:`~rolltap.gateway.replay.Lookup`) — except a token capture's
+        drift check and a tracer recording prompts (``keep_body``), which keep it."""
+        if self.keep_body or not isinstance(sent, RelayRequest) or sent.capture is not None:
+            return
+        lookup = self.lookup
+        if not (lookup.request or lookup.sent is not None):
+            return  # its digest would still be made of the body
+        self.body.pop(CONVERSATION_KEYS[self.harness.name], None)
+        if sent.body is not self.body:  # a translation: the upstream dialect's own copy
+            sent.body.pop(CONVERSATION_KEYS[self.upstream_name], None)
+
+    def request_digest(self) -> str:
+        """The request's digest as the harness sent it (what a retry is looked up by)."""
+        return self.lookup.digest_of(self.harness.name, self.body)
 
     def record_request(self, sent: UpstreamRequest | None, *, refused: bool = False) -> None:
         """The request event: what the harness sent, past the prefix already recorded

@@ -26,7 +26,10 @@ from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_of"]
+__all__ = [
+    "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
+    "conversation_of",
+]  # fmt: skip
 
 #: where each dialect keeps the conversation in a request body
 CONVERSATION_KEYS: Mapping[str, str] = {
@@ -42,6 +45,7 @@ _ENDS = frozenset(b",]")
 #: rolling-digest states kept (the conversations last remembered or extended): a branch
 #: from another rebuilds its state from the start
 _STATES = 8
+_EMPTY = hashlib.sha256(b"").digest()
 
 
 class _Hash(Protocol):
@@ -75,9 +79,9 @@ class Found:
     dump: bytes | None
     known: _Known | None
     generation: int
-    #: SHA-256 state over the dump's first ``hashed`` bytes (the prefix, without its "]")
-    hashed: int = 0
-    head: _Hash | None = None
+    #: SHA-256 of the dump (of b"" without one): the conversation's identity, which a
+    #: retry's digest is made of too (:func:`rolltap.gateway.replay.digest`)
+    digest: bytes
 
     @property
     def match(self) -> PrefixMatch:
@@ -108,7 +112,7 @@ class ConversationIndex:
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:
-            return Found(messages, None, None, self._generation)
+            return Found(messages, None, None, self._generation, _EMPTY)
         view, sizes = memoryview(dump), self._sizes
         for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
             size = sizes[i]
@@ -121,8 +125,9 @@ class ConversationIndex:
             h.update(b"]")
             known = self._known.get(h.digest())
             if known is not None:
-                return Found(messages, dump, known, self._generation, size - 1, head)
-        return Found(messages, dump, None, self._generation)
+                head.update(view[size - 1 :])  # only the bytes past the prefix
+                return Found(messages, dump, known, self._generation, head.digest())
+        return Found(messages, dump, None, self._generation, hashlib.sha256(dump).digest())
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
@@ -142,9 +147,7 @@ class ConversationIndex:
                 known.state = state.copy()  # rebuilt: the prefix may be branched from again
         if known is not None:
             self._keep(known)
-        full = hashlib.sha256() if found.head is None else found.head.copy()
-        full.update(memoryview(dump)[found.hashed :])  # only the bytes past the prefix
-        self._add(dump, full.digest(), _Known(len(messages), state.digest(), dialect, state))
+        self._add(dump, found.digest, _Known(len(messages), state.digest(), dialect, state))
         return found.match
 
     def match(
@@ -176,6 +179,17 @@ class ConversationIndex:
 
     def __len__(self) -> int:
         return len(self._known)
+
+
+def conversation_digest(messages: list[Any]) -> bytes:
+    """The SHA-256 :meth:`ConversationIndex.find` makes of ``messages``
+    (:attr:`Found.digest`), without an index."""
+    if not messages:
+        return _EMPTY
+    try:
+        return hashlib.sha256(orjson.dumps(messages, option=_SORTED)).digest()
+    except orjson.JSONEncodeError:
+        return _EMPTY
 
 
 def conversation_of(dialect: str, body: Mapping[str, Any]) -> list[Any]:

@@ -77,7 +77,7 @@ async def answer_call(
         request.app[SERVER].check(request, rollout)
         body, found, kept = await _read(request, arrival, context)
         context.stats.requests += 1
-        lookup = look_up(rollout.replays, request.headers, body)
+        lookup = look_up(rollout.replays, request.headers, dialect.name, body, found.digest)
         context.stats.retries += lookup.retry_count > 0
         intercept = rollout.open_intercept()
     except RolltapError as err:
@@ -88,6 +88,7 @@ async def answer_call(
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
         arrived=arrival.started,
     )  # fmt: skip
+    call.keep_body = context.tracer is not None  # it records the prompt at the call's end
     del found  # the call drops it once the request is recorded (its dump is body-sized)
     try:
         return await call.run()

@@ -8,17 +8,21 @@ whose answer had arrived but could not be delivered (the harness timed out or we
 while the gateway was writing it) is answered from that answer instead of sampling
 again: the upstream is called once, the training data holds one sample.
 
-Nothing is digested for an ordinary call: a rollout's :class:`ReplayBook` exists only once
-one of its calls failed, went undelivered or carried an ``Idempotency-Key``, and a
-request is digested only then. An upstream rewrites a passed-through body in place
-(``model``, the run's sampling, ``include_usage``), so a call keeps a shallow copy of the
-body's top-level fields as the harness sent them (:attr:`Lookup.sent`, one small dict);
-the digest a failed call is remembered under is of that copy, the body its retry sends
-again and is looked up by.
+A request's digest is made of its fields but the conversation and of the conversation's
+SHA-256, which the rollout's conversation index makes of every call anyway
+(:attr:`~rolltap.gateway.conversation.Found.digest`): digesting costs a call no pass over
+its history. Nothing more is digested for an ordinary call: a rollout's
+:class:`ReplayBook` exists only once one of its calls failed, went undelivered or carried
+an ``Idempotency-Key``, and a request is digested only then. An upstream rewrites a
+passed-through body in place (``model``, the run's sampling, ``include_usage``), and the
+gateway lets go of a body's conversation once it is recorded and sent; so a call keeps a
+copy of the body's other top-level fields as the harness sent them (:attr:`Lookup.sent`,
+one small dict) and the conversation's digest: the digest a failed call is remembered
+under is made of those, as its retry's is of the body it sends again.
 
 >>> book = ReplayBook()
->>> book.remember(digest({"messages": []}), Kept("c1", None))
->>> book.find(digest({"messages": []})).call_id
+>>> book.remember(digest("chat", {"messages": []}), Kept("c1", None))
+>>> book.find(digest("chat", {"messages": []})).call_id
 'c1'
 """
 
@@ -34,6 +38,7 @@ import orjson
 
 from rolltap.dialects.canonical import Response
 from rolltap.errors import IdempotencyKeyReusedError, InvalidRequestError
+from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_digest, conversation_of
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -87,25 +92,43 @@ class Lookup:
     key: str | None = None
     #: the request's digest, when the lookup needed it ("" otherwise)
     request: str = ""
-    #: the body's top-level fields as the harness sent them, kept when the digest was not
-    #: made: digested only if the call must be remembered (an upstream's rewrites, made in
-    #: place on the body, replace top-level fields and never reach into this copy)
+    #: the body's top-level fields but the conversation, as the harness sent them, and the
+    #: conversation's SHA-256, kept when the digest was not made: digested only if the
+    #: call must be remembered (an upstream's rewrites, made in place on the body,
+    #: replace top-level fields and never reach into this copy)
     sent: Mapping[str, Any] | None = None
+    conversation: bytes = b""
 
-    def digest_of(self, body: Mapping[str, Any]) -> str:
-        """The request's digest as the harness sent it (``body`` itself when nothing
-        was kept of it: a call made without :func:`look_up`)."""
-        return self.request or digest(body if self.sent is None else self.sent)
+    def digest_of(self, dialect: str, body: Mapping[str, Any]) -> str:
+        """The request's digest as the harness sent it (``body``, in ``dialect``, itself
+        when nothing was kept of it: a call made without :func:`look_up`)."""
+        if self.request:
+            return self.request
+        if self.sent is None:
+            return digest(dialect, body)
+        return _digest(self.sent, self.conversation)
 
 
 NOT_A_RETRY = Lookup()
 
 
-def digest(body: Mapping[str, Any]) -> str:
-    """A stable digest of a parsed request body (key order does not matter)."""
-    return hashlib.blake2b(
-        orjson.dumps(body, option=orjson.OPT_SORT_KEYS), digest_size=16
-    ).hexdigest()
+def digest(dialect: str, body: Mapping[str, Any], conversation: bytes | None = None) -> str:
+    """A stable digest of a parsed request ``body`` in ``dialect`` (key order does not
+    matter); ``conversation``: its conversation's SHA-256 when already made
+    (:attr:`~rolltap.gateway.conversation.Found.digest`)."""
+    if conversation is None:
+        conversation = conversation_digest(conversation_of(dialect, body))
+    return _digest(_fields(dialect, body), conversation)
+
+
+def _fields(dialect: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    key = CONVERSATION_KEYS[dialect]
+    return {k: v for k, v in body.items() if k != key}
+
+
+def _digest(fields: Mapping[str, Any], conversation: bytes) -> str:
+    data = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS) + conversation
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 class ReplayBook:
@@ -171,16 +194,20 @@ def idempotency_key_of(headers: Mapping[str, str]) -> str | None:
     return value
 
 
-def look_up(book: ReplayBook | None, headers: Mapping[str, str], body: Mapping[str, Any]) -> Lookup:
-    """What the arriving call with ``headers`` and ``body`` is, against the rollout's book.
+def look_up(
+    book: ReplayBook | None, headers: Mapping[str, str], dialect: str, body: Mapping[str, Any],
+    conversation: bytes,
+) -> Lookup:  # fmt: skip
+    """What the arriving call with ``headers`` and ``body`` (in ``dialect``, its
+    conversation's SHA-256 ``conversation``) is, against the rollout's book.
 
     ``IdempotencyKeyReusedError`` when its ``Idempotency-Key`` was used with another body.
     """
     retries = retry_count_of(headers)
     key = idempotency_key_of(headers)
     if key is None and book is None:  # not digested: a copy of the fields, in case it fails
-        return Lookup(retries, sent=dict(body))
-    request = digest(body)
+        return Lookup(retries, sent=_fields(dialect, body), conversation=conversation)
+    request = digest(dialect, body, conversation)
     keyed = None if key is None else "key:" + key
     kept = None if book is None else book.find(keyed or request)
     if kept is None:
@@ -220,7 +247,7 @@ class Delivery:
 
 
 def settle(
-    book: ReplayBook | None, lookup: Lookup, delivery: Delivery, body: Mapping[str, Any],
+    book: ReplayBook | None, lookup: Lookup, delivery: Delivery, digest_of: Callable[[], str],
     answer: Callable[[], Answer], *, max_bytes: int,
 ) -> ReplayBook | None:  # fmt: skip
     """Remember what a retry of this call will need; the rollout's book (made on first need).
@@ -235,11 +262,11 @@ def settle(
             book.forget(lookup.request)
         return book
     if delivery.answered and (keyed or not delivery.delivered):
-        kept = Kept(delivery.call_id, answer(), lookup.digest_of(body))
+        kept = Kept(delivery.call_id, answer(), digest_of())
     elif not delivery.delivered or (
         delivery.error_status is not None and retried_status(delivery.error_status)
     ):
-        kept = Kept(delivery.call_id, None, lookup.digest_of(body))
+        kept = Kept(delivery.call_id, None, digest_of())
     else:
         return book
     book = book if book is not None else ReplayBook(max_bytes=max_bytes)

@@ -1,0 +1,85 @@
+"""A relayed call in flight holds its history once: once its request event is written and
+its bytes are made, the parsed body lets go of the conversation (the history's size), so a
+long agent's call waiting on the upstream costs the bytes sent, not those and a parsed
+copy. Nothing is lost: the events record every message, a retry is still recognized."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from gateway.policykit import Engine, engines_and_gateway
+from helpers import events, register, settle
+
+MARKER = "the first message, " + "x" * 64
+
+
+def _holders(exclude: set[int]) -> int:
+    """Lists alive in this process holding a message whose content is :data:`MARKER`
+    (the parsed copies of the first message), but those in ``exclude``; garbage (cycles
+    not yet collected) is collected first."""
+    gc.collect()
+    return sum(
+        1
+        for obj in gc.get_objects()
+        if type(obj) is list and id(obj) not in exclude and any(_is_first(m) for m in obj)
+    )
+
+
+def _is_first(message: object) -> bool:
+    return isinstance(message, dict) and message.get("content") == MARKER
+
+
+def _messages_body(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "m", "max_tokens": 16, "messages": history}
+
+
+async def _post(http: aiohttp.ClientSession, url: str, key: str, body: bytes) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {key}", "x-api-key": key,
+               "Content-Type": "application/json", "anthropic-version": "2023-06-01"}  # fmt: skip
+    async with http.post(url, data=body, headers=headers) as resp:
+        assert resp.status == 200, await resp.text()
+        answer: dict[str, Any] = await resp.json()
+        return answer
+
+
+@pytest.mark.parametrize("route", ["chat", "messages"])
+async def test_a_call_waiting_on_the_upstream_holds_no_parsed_history(
+    http: aiohttp.ClientSession, route: str
+) -> None:
+    """``chat`` is relayed as it came; ``messages`` is translated to the stand-in's chat
+    (both the harness's body and its translation let go)."""
+    async with engines_and_gateway() as ([stand_in], gateway):
+        rollout = await register(http, gateway)
+        base = rollout["openai_base_url"] if route == "chat" else rollout["anthropic_base_url"]
+        url = base + ("/chat/completions" if route == "chat" else "/v1/messages")
+        first = [{"role": "user", "content": MARKER}]
+        history = [*first, {"role": "assistant", "content": "ok"},
+                   {"role": "user", "content": "and then?"}]  # fmt: skip
+        await _post(http, url, rollout["api_key"], orjson.dumps(_messages_body(first)))
+        stand_in.release.clear()
+        async with asyncio.TaskGroup() as tasks:
+            body = orjson.dumps(_messages_body(history))
+            call = tasks.create_task(_post(http, url, rollout["api_key"], body))
+            await settle(lambda: len(stand_in.chats) == 2)
+            # the test's own lists and the stand-in's parsed requests apart, the one
+            # holder is the first call's request event (its messages, recorded once)
+            mine = {id(first), id(history), *(_ids_of(stand_in))}
+            held = _holders(mine)
+            stand_in.release.set()
+        assert call.result()
+        recorded = await events(http, gateway, rollout["id"])
+    assert held == 1
+    requests = [e["payload"] for e in recorded if e["kind"] == "model_request"]
+    assert [r["messages"] for r in requests] == [first, history[1:]]
+    assert [r["prefix_messages"] for r in requests] == [0, 1]
+    assert requests[1]["params"]["max_tokens"] == 16
+
+
+def _ids_of(stand_in: Engine) -> list[int]:
+    return [id(seen.body["messages"]) for seen in stand_in.chats]
