@@ -34,10 +34,11 @@ async def register(http: aiohttp.ClientSession, gateway: Gateway, **body: Any) -
 
 
 async def events(
-    http: aiohttp.ClientSession, gateway: Gateway, rollout_id: str
+    http: aiohttp.ClientSession, gateway: Gateway, rollout_id: str, *, since: int = 0
 ) -> list[dict[str, Any]]:
     async with http.get(
         f"{gateway.admin_url}/rollouts/{rollout_id}/events",
+        params={"since": str(since)},
         headers=ADMIN_HEADERS,
     ) as resp:
         assert resp.status == 200, await resp.text()

@@ -53,3 +53,23 @@ def test_a_cut_made_while_a_write_is_in_flight_survives_its_mark() -> None:
     assert log.rewound_below(3)
     log.mark_persisted()
     assert not log.rewound_below(3)
+
+
+def test_release_empties_durable_requests_and_whole_reads_them_back() -> None:
+    log = EventLog()
+    stored = [
+        log.append(EventKind.MODEL_REQUEST, {"messages": [{"role": "user", "content": "a"}]}),
+        log.append(EventKind.MODEL_RESPONSE, {"status": 200}),
+        log.append(EventKind.MODEL_REQUEST, {"messages": [], "stream": True}),
+    ]
+    log.release(2)  # only what a store holds: the third is not durable yet
+    assert log.released == 2
+    assert log[0].payload == {"released": True} and log[1] == stored[1]
+    assert log[2] == stored[2]
+    assert log.whole(stored) == stored
+    with pytest.raises(ValueError, match="1 events stored, 2 released"):
+        log.whole(stored[:1])
+    log.release(1)  # never lower
+    assert log.released == 2
+    log.truncate(1)  # history cut below: what is left was released up to the cut
+    assert log.released == 1 and log.whole(stored) == stored[:1]

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -44,14 +45,56 @@ async def test_rollouts_are_persisted_incrementally_with_their_status(
         assert recorder.failures == 0
 
 
+async def test_a_long_history_leaves_memory_once_durable_and_reads_back_whole(
+    sim: Simulator, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """``rolltap gateway --store``: a rollout over the recorder's bound keeps its durable
+    request events without their messages; the admin API's events are read back whole."""
+    async with await Store.open(f"sqlite:///{tmp_path / 'gw.db'}") as store:
+        run = await store.create_run("standalone")
+        async with _recorded(sim, store, run.id, release_over=1) as (recorder, gateway):
+            rollout = await register(http, gateway)
+            history: list[Any] = []
+            async with openai_client(rollout) as client:
+                for turn in range(3):
+                    history.append({"role": "user", "content": f"q{turn}"})
+                    answer = await client.chat.completions.create(model="m", messages=history)
+                    history.append(
+                        {"role": "assistant", "content": answer.choices[0].message.content}
+                    )
+            await _until_persisted(store, rollout["id"], 6)
+            log = gateway.get(rollout["id"]).log
+            for _ in range(500):  # released by the commit's task once it is durable
+                if log.released == 6:
+                    break
+                await asyncio.sleep(0.01)
+            in_memory = [e.payload for e in log if e.kind == "model_request"]
+            live = await events(http, gateway, rollout["id"])
+            since = await events(http, gateway, rollout["id"], since=4)
+            await gateway.unregister(rollout["id"])
+        stored = [e.to_dict() for e in await store.events(rollout["id"])]
+    assert log.released == 6
+    assert all(p.get("released") is True and "messages" not in p for p in in_memory)
+    assert live == stored and since == stored[4:]
+    assert [
+        m["content"]
+        for e in live
+        if e["kind"] == "model_request"
+        for m in e["payload"]["messages"]
+        if m["role"] == "user"
+    ] == ["q0", "q1", "q2"]
+    assert recorder.failures == 0
+
+
 @asynccontextmanager
 async def _recorded(
-    sim: Simulator, store: Store, run_id: str
+    sim: Simulator, store: Store, run_id: str, **options: Any
 ) -> AsyncIterator[tuple[StoreRecorder, Gateway]]:
-    """A gateway in front of ``sim`` whose rollouts are sessions of ``run_id``."""
+    """A gateway in front of ``sim`` whose rollouts are sessions of ``run_id``
+    (``options``: the recorder's)."""
     endpoint = EndpointConfig(base_url=sim.base_url, model="sim-model")
     async with (
-        StoreRecorder(store, run_id) as recorder,
+        StoreRecorder(store, run_id, reader=store, **options) as recorder,
         Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN), observers=[recorder]) as gw,
     ):
         yield recorder, gw

@@ -58,3 +58,25 @@ def events_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
 def hash_text(text: str) -> int:
     """A stable hash (``hash`` is salted per process)."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+async def released_history(task: Task, ctx: HarnessContext) -> HarnessResult:
+    """``chat``, then wait until the gateway has released the rollout's durable request
+    events from memory (their messages are then only in the store)."""
+    result = await chat_harness(task, ctx)
+    for _ in range(2000):
+        if ctx.log.released:
+            return result
+        await asyncio.sleep(0.005)  # a commit on the recorder's task releases them
+    raise AssertionError("the rollout's events were never released")
+
+
+def whole_history(task: Task, answer: str, events: Sequence[Event]) -> float:
+    """1.0 when every request event holds its messages and together they are the task's
+    user messages in order (a reward handed released events scores 0)."""
+    requests = [e.payload for e in events if e.kind == "model_request"]
+    if not requests or any("messages" not in p for p in requests):
+        return 0.0
+    sent = [m["content"] for p in requests for m in p["messages"] if m.get("role") == "user"]
+    wanted = [m["content"] for m in task.chat_messages() if m.get("role") == "user"]
+    return float(sent == wanted)

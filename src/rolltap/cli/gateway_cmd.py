@@ -93,7 +93,7 @@ async def _serve(
         )
         console.print(f"persisting to {mask_url(store.url)} as run {run.id}")
         keeper = LeaseKeeper(store, run.id, ttl_s=settings.lease_ttl_s, role="gateway")
-        async with keeper, StoreRecorder(store, run.id) as recorder:
+        async with keeper, StoreRecorder(store, run.id, reader=store) as recorder:
             code = await _run_gateway(endpoint, settings, [recorder], until, tracing, run.id)
     if recorder.failures:
         print_error("store_error", f"{recorder.failures} commit(s) failed: see the warnings above")

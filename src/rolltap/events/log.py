@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from rolltap.events.model import Event
+from rolltap.events.model import Event, EventKind
 
 __all__ = ["EventLog", "LogSnapshot"]
 
@@ -62,6 +62,8 @@ class EventLog:
     """
 
     _events: list[Event] = field(default_factory=list)
+    # the first events whose bulk was dropped once durable (:meth:`release`)
+    _released: int = 0
     # (epoch, cut length) of truncations not yet persisted, cut lengths strictly
     # increasing with epoch: an older cut at or above a newer one can never be the
     # lowest cut of any suffix, so it is dropped.
@@ -95,6 +97,7 @@ class EventLog:
         if n >= len(self._events):
             return
         del self._events[n:]
+        self._released = min(self._released, n)
         self._epoch += 1
         while self._cuts and self._cuts[-1][1] >= n:
             self._cuts.pop()
@@ -133,6 +136,38 @@ class EventLog:
             self._cuts.clear()
         else:
             self._cuts = [cut for cut in self._cuts if cut[0] > epoch]
+
+    @property
+    def released(self) -> int:
+        """How many leading events :meth:`release` emptied (0: the log is whole)."""
+        return self._released
+
+    def release(self, upto: int) -> None:
+        """Drop from memory the messages the first ``upto`` ``model_request`` events
+        recorded — what grows with an agent's history — once a store holds them durably;
+        each keeps its other fields and says ``"released": true``. A reader that needs
+        them takes them from the store (:meth:`whole`).
+
+        >>> log = EventLog()
+        >>> _ = log.append(EventKind.MODEL_REQUEST, {"messages": ["…"], "stream": False})
+        >>> log.release(1)
+        >>> log[0].payload, log.released
+        ({'stream': False, 'released': True}, 1)
+        """
+        upto = min(upto, len(self._events))
+        for i in range(self._released, upto):
+            event = self._events[i]
+            if event.kind == EventKind.MODEL_REQUEST and "messages" in event.payload:
+                kept = {k: v for k, v in event.payload.items() if k != "messages"}
+                self._events[i] = Event(event.seq, event.kind, event.ts, {**kept, "released": True})
+        self._released = max(self._released, upto)
+
+    def whole(self, persisted: Sequence[Event]) -> list[Event]:
+        """Every event, the released ones taken from ``persisted`` (the store's copy of
+        the history, in order)."""
+        if len(persisted) < self._released:
+            raise ValueError(f"{len(persisted)} events stored, {self._released} released")
+        return [*persisted[: self._released], *self._events[self._released :]]
 
     def since(self, start: int) -> list[Event]:
         return self._events[start:]

@@ -17,6 +17,7 @@ from aiohttp import web
 from rolltap.config import GatewaySettings
 from rolltap.errors import InvalidRequestError
 from rolltap.gateway.limits import RolloutLimits
+from rolltap.gateway.observer import RolloutObserver, history_of
 from rolltap.gateway.policy_routes import PolicyAdmin, add_policy_routes
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.stats import render_metrics
@@ -35,6 +36,8 @@ class Admin(PolicyAdmin, Protocol):
     admin_token: str
     auth_throttle: AuthThrottle
     settings: GatewaySettings
+    #: told of every rollout (one may keep released events: :func:`history_of`)
+    observers: list[RolloutObserver]
 
     async def register(
         self,
@@ -124,11 +127,17 @@ async def create_rollout(request: web.Request) -> web.Response:
 
 
 async def rollout_events(request: web.Request) -> web.Response:
-    rollout = _gateway(request).get(request.match_info["rollout_id"])
+    gateway = _gateway(request)
+    rollout = gateway.get(request.match_info["rollout_id"])
     since = request.query.get("since", "0")
     if not since.isdigit():
         raise InvalidRequestError("must be a non-negative integer", field="since")
-    return _json({"events": [e.to_dict() for e in rollout.log.since(int(since))]})
+    start = int(since)
+    if start < rollout.log.released:  # their messages are in the store now
+        events = (await history_of(rollout, gateway.observers))[start:]
+    else:
+        events = rollout.log.since(start)
+    return _json({"events": [e.to_dict() for e in events]})
 
 
 async def delete_rollout(request: web.Request) -> web.Response:

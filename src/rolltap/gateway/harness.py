@@ -56,6 +56,7 @@ async def _read(
     settings, rollout, dialect = context.settings, arrival.rollout, arrival.dialect
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     arrival.size = len(raw)
+    rollout.history_bytes = max(rollout.history_bytes, arrival.size)
     body = arrival.body = parse_json_object(raw)
     found = rollout.conversations.find(conversation_of(dialect.name, body))
     start = found.validated(dialect.name)

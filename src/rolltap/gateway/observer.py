@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from rolltap.events import Event
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.rollout import Rollout
 
-__all__ = ["CallTracer", "RolloutAdmitter", "RolloutObserver"]
+__all__ = ["CallTracer", "HistoryKeeper", "RolloutAdmitter", "RolloutObserver", "history_of"]
 
 
 class RolloutObserver(Protocol):
@@ -31,6 +33,25 @@ class RolloutAdmitter(Protocol):
     store recorder creating its session): whatever it raises fails the registration."""
 
     async def admit_rollout(self, rollout: Rollout) -> None: ...
+
+
+@runtime_checkable
+class HistoryKeeper(Protocol):
+    """An observer that may release a rollout's durable events from memory
+    (:meth:`~rolltap.events.EventLog.release`) and reads them back for whoever needs the
+    whole history (e.g. :class:`rolltap.rollouts.recorder.StoreRecorder`)."""
+
+    async def history(self, rollout: Rollout) -> list[Event]: ...
+
+
+async def history_of(rollout: Rollout, observers: Sequence[RolloutObserver]) -> list[Event]:
+    """``rollout``'s whole history: its log, with released events read back by the
+    observer that released them."""
+    if rollout.log.released:
+        for observer in observers:
+            if isinstance(observer, HistoryKeeper):
+                return await observer.history(rollout)
+    return list(rollout.log)
 
 
 class CallTracer(RolloutObserver, Protocol):

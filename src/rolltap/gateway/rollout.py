@@ -133,6 +133,8 @@ class Rollout:
     stale: bool = False
     turns: int = 0
     total_tokens: int = 0
+    #: the largest request body a call of it sent, bytes: about its history's size
+    history_bytes: int = 0
     log: EventLog = field(default_factory=EventLog)
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
     intercepts: dict[str, Intercept] = field(default_factory=dict)

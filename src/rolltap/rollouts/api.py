@@ -198,7 +198,7 @@ async def _run_on(
     store: Store, work: _Work, config: RunConfig, plan: Plan, ctx: _Context,
     owner: AsyncExitStack,
 ) -> list[RolloutResult]:  # fmt: skip
-    recorder = StoreRecorder(store, final_commit=False)
+    recorder = StoreRecorder(store, final_commit=False, reader=store)
     async with run_endpoint(config, plan, ctx.hooks) as endpoint, recorder as observer:
         local = plan.endpoint is None
         sampling = config.sampling or (LOCAL_SAMPLING if local else {})

@@ -30,7 +30,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
 from rolltap.errors import SessionExistsError, StoreError
-from rolltap.events import EventLog
+from rolltap.events import Event, EventLog
 from rolltap.gateway.rollout import SESSION_KEY, Rollout
 from rolltap.store import CommitResult, SessionInfo, StoreConflictError
 
@@ -73,16 +73,39 @@ class SessionStore(Protocol):
     def forget(self, session_id: str) -> None: ...
 
 
+class HistoryReader(Protocol):
+    """Reads a session's stored history back (a :class:`~rolltap.store.Store` does)."""
+
+    async def events(self, session_id: str) -> list[Event]: ...
+
+
+#: a rollout whose request bodies reach this size (bytes) has the messages of its
+#: durable request events released from memory (:meth:`StoreRecorder.history` reads them
+#: back): a long agent's history is then held once, in the store, not for the rollout's life
+RELEASE_OVER_BYTES = 256 * 1024
+
+
 class StoreRecorder:
-    """A :class:`~rolltap.gateway.observer.RolloutObserver` that commits to a store."""
+    """A :class:`~rolltap.gateway.observer.RolloutObserver` that commits to a store.
+
+    Given a ``reader`` (the store itself), it is also a
+    :class:`~rolltap.gateway.observer.HistoryKeeper`: once a rollout's request bodies
+    reach ``release_over`` bytes, each commit releases the messages of the request events
+    it made durable (:meth:`~rolltap.events.EventLog.release`), and :meth:`history` reads
+    them back for whoever needs the whole history (rewards, the admin API's events).
+    """
 
     def __init__(
-        self, store: SessionStore, run_id: str | None = None, *, final_commit: bool = True
-    ) -> None:
+        self, store: SessionStore, run_id: str | None = None, *, final_commit: bool = True,
+        reader: HistoryReader | None = None, release_over: int = RELEASE_OVER_BYTES,
+    ) -> None:  # fmt: skip
         self.store = store
         self.run_id = run_id
         self.final_commit = final_commit
         self.failures = 0
+        self.reader, self.release_over = reader, release_over
+        #: sessions whose durable request events are released after each commit
+        self._releasing: set[str] = set()
         self._dirty: dict[str, EventLog] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._stack = AsyncExitStack()
@@ -124,6 +147,8 @@ class StoreRecorder:
     def call_finished(self, rollout: Rollout) -> None:
         session_id = rollout.session_id
         self._dirty[session_id] = rollout.log
+        if self.reader is not None and rollout.history_bytes >= self.release_over:
+            self._releasing.add(session_id)
         if session_id not in self._pending:
             self._pending[session_id] = self._spawn(self._drain(session_id))
 
@@ -131,9 +156,21 @@ class StoreRecorder:
         if self.final_commit:
             self._spawn(self._finish(rollout, status))
 
+    async def history(self, rollout: Rollout) -> list[Event]:
+        """``rollout``'s whole history: its log, the events released from it read back
+        from the store."""
+        log = rollout.log
+        while log.released and self.reader is not None:
+            stored = await self.reader.events(rollout.session_id)
+            # a commit that landed during the read may have released more: read again
+            if len(stored) >= log.released:
+                return log.whole(stored)
+        return list(log)
+
     async def settle(self, session_id: str) -> None:
         """Wait until no incremental commit of ``session_id`` is pending."""
         self._dirty.pop(session_id, None)
+        self._releasing.discard(session_id)
         task = self._pending.get(session_id)
         if task is not None:
             await asyncio.wait([task])
@@ -141,7 +178,9 @@ class StoreRecorder:
     async def _drain(self, session_id: str) -> None:
         try:
             while (events := self._dirty.pop(session_id, None)) is not None:
-                await self.store.commit(session_id, events, status="running")
+                done = await self.store.commit(session_id, events, status="running")
+                if session_id in self._releasing:
+                    events.release(done.n_events)
         except StoreError as err:
             # Nothing is lost: the persisted prefix did not advance, so the next commit
             # of this session (the final one at the latest) writes these events too.
@@ -154,7 +193,7 @@ class StoreRecorder:
 
     async def _finish(self, rollout: Rollout, status: str) -> None:
         session_id = rollout.session_id
-        await self.settle(session_id)
+        await self.settle(session_id)  # nothing is released from here on
         try:
             await self.store.commit(session_id, rollout.log, status=status)
         except StoreError as err:

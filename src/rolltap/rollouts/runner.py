@@ -297,7 +297,7 @@ class Runner:
             result.status, result.answer, result.error = STALE, None, _stale_error(rollout)
             status = STALE
         if status in HARNESS_RAN_STATUSES:
-            await self._score(task, list(rollout.log), result)
+            await self._score(task, await self.observer.history(rollout), result)
         result.name_failure(last_model_error(rollout.log))
         result.calls = call_stats(rollout.log)
         if made_no_model_calls(status, result.calls):

@@ -195,6 +195,9 @@ class CommitOp(WriteOp):
         self.base = min(state.base, snap.changed_from) if snap.replace else state.base
         self.parent_id = state.parent_id if self.base > 0 else None
         start = self.base if snap.replace else state.prefix
+        if start < log.released:  # their messages are only in the store now
+            raise StoreError(f"session {session_id}: events released from memory cannot be "
+                             "written again")  # fmt: skip
         new = log.since(start)
         self.rows = event_rows(session_id, new)
         self.nbytes = rows_nbytes(self.rows)
