@@ -52,6 +52,7 @@ from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamReques
 from rolltap.config import EndpointConfig
 from rolltap.dialects.registry import get_dialect
 from rolltap.dialects.translate import Unsupported, dropped_headers, translate_request
+from rolltap.events.jsonbytes import dumps_kept
 from rolltap.http.json_body import upstream_json_object
 
 __all__ = ["RelayRequest", "RelayUpstream", "apply_rewrites", "translated"]
@@ -102,12 +103,12 @@ class RelayUpstream:
             body, dropped, headers = translated(call, self.name, self.unsupported)
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         if self.turns is None:
-            return RelayRequest(call, body, rewrites, headers=headers, data=orjson.dumps(body))
+            return RelayRequest(call, body, rewrites, headers=headers, data=dumps_kept(body))
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
         )
         return RelayRequest(call, body, rewrites + more, capture=capture, headers=headers,
-                            data=orjson.dumps(body))  # fmt: skip
+                            data=dumps_kept(body))  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:

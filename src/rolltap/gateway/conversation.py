@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from rolltap.events.jsonbytes import dumps_kept
+
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
     "conversation_of",
@@ -108,7 +110,8 @@ class ConversationIndex:
     def find(self, messages: list[Any]) -> Found:
         """The longest known conversation that ``messages`` extends (nothing remembered)."""
         try:
-            dump = orjson.dumps(messages, option=_SORTED) if messages else None
+            # held until the call's request event is written
+            dump = dumps_kept(messages, option=_SORTED) if messages else None
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:

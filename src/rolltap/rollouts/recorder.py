@@ -82,7 +82,7 @@ class HistoryReader(Protocol):
 #: a rollout whose request bodies reach this size (bytes) has the messages of its
 #: durable request events released from memory (:meth:`StoreRecorder.history` reads them
 #: back): a long agent's history is then held once, in the store, not for the rollout's life
-RELEASE_OVER_BYTES = 256 * 1024
+RELEASE_OVER_BYTES = 64 * 1024
 
 
 class StoreRecorder:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from rolltap.events import Event
+from rolltap.events.jsonbytes import dumps_kept
 from rolltap.store.errors import StoreValidationError
 
 __all__ = [
@@ -65,6 +66,6 @@ def event_json(seq: int, kind: str, ts: float, payload: bytes) -> bytes:
 
 def _dumps(value: Mapping[str, Any]) -> bytes:
     try:
-        return orjson.dumps(value if type(value) is dict else dict(value))
+        return dumps_kept(value if type(value) is dict else dict(value))  # pending until written
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         raise StoreValidationError(f"payload is not JSON-serializable: {exc}") from exc
