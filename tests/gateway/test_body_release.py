@@ -12,9 +12,12 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
-from gateway.policykit import Engine, engines_and_gateway
+from gateway.policykit import Engine, engines_and_gateway, gateway_over
 from helpers import events, register, settle
+from rolltap.config import EndpointConfig
+from upstreams import CHAT_ANSWER, serving
 
 MARKER = "the first message, " + "x" * 64
 
@@ -83,3 +86,39 @@ async def test_a_call_waiting_on_the_upstream_holds_no_parsed_history(
 
 def _ids_of(stand_in: Engine) -> list[int]:
     return [id(seen.body["messages"]) for seen in stand_in.chats]
+
+
+@pytest.mark.parametrize(
+    ("body", "model_sent"),
+    [
+        # nothing to change: the harness's bytes, spacing and key order and all
+        (b'{ "messages": [{"content": "hi", "role": "user"}],   "model": "m" }', None),
+        # a rewrite (the endpoint's model): the body re-encoded with it
+        (b'{ "messages": [{"content": "hi", "role": "user"}], "model": "gpt-x" }', "m"),
+    ],
+)
+async def test_a_relay_that_changes_nothing_sends_the_bytes_it_got(
+    http: aiohttp.ClientSession, body: bytes, model_sent: str | None
+) -> None:
+    got: list[bytes] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        got.append(await request.read())
+        return web.json_response(CHAT_ANSWER)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    async with (
+        serving(app) as url,
+        gateway_over(EndpointConfig(base_url=url + "/v1", model="m")) as gateway,
+    ):
+        rollout = await register(http, gateway)
+        await _post(http, rollout["openai_base_url"] + "/chat/completions", rollout["api_key"],
+                    body)  # fmt: skip
+        recorded = await events(http, gateway, rollout["id"])
+    if model_sent is None:
+        assert got == [body]
+    else:
+        assert orjson.loads(got[0]) == {**orjson.loads(body), "model": model_sent}
+    (request,) = [e["payload"] for e in recorded if e["kind"] == "model_request"]
+    assert request["messages"] == [{"content": "hi", "role": "user"}]

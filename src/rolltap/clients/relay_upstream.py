@@ -94,7 +94,8 @@ class RelayUpstream:
 
     async def rewrite(self, call: ModelRequest) -> RelayRequest:
         """The harness's body itself on pass-through (rewritten in place), else its
-        translation; either way with the run's settings under this dialect's names."""
+        translation; either way with the run's settings under this dialect's names. Its
+        ``data``: the harness's own bytes when nothing changed, else the body's."""
         dropped: list[dict[str, Any]] = []
         headers: Mapping[str, str] | None = None
         if call.dialect.name == self.name:
@@ -102,12 +103,15 @@ class RelayUpstream:
         else:
             body, dropped, headers = translated(call, self.name, self.unsupported)
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
+        kept = dataclasses.replace(call, raw=None)  # the bytes go as ``data``, once
         if self.turns is None:
-            return RelayRequest(call, body, rewrites, headers=headers, data=dumps_kept(body))
+            unchanged = call.raw is not None and body is call.body and not rewrites
+            data = call.raw if unchanged and call.raw is not None else dumps_kept(body)
+            return RelayRequest(kept, body, rewrites, headers=headers, data=data)
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
         )
-        return RelayRequest(call, body, rewrites + more, capture=capture, headers=headers,
+        return RelayRequest(kept, body, rewrites + more, capture=capture, headers=headers,
                             data=dumps_kept(body))  # fmt: skip
 
     @asynccontextmanager

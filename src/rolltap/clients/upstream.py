@@ -59,6 +59,9 @@ class ModelRequest:
     sampling: Mapping[str, Any]
     #: whether the harness asked for an event stream
     stream: bool
+    #: the body's bytes as the harness sent them, when the gateway has them: a relay
+    #: that changes nothing sends them as they are (no second copy, not re-encoded)
+    raw: bytes | None = None
 
 
 @dataclass(slots=True)

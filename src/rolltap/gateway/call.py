@@ -52,6 +52,7 @@ from rolltap.errors import RolltapError
 from rolltap.gateway.answer_record import answer_recorded
 from rolltap.gateway.call_events import CallEvents
 from rolltap.gateway.conversation import Found
+from rolltap.gateway.relay_body import is_relay
 from rolltap.gateway.replay import (
     NOT_A_RETRY,
     Answer,
@@ -105,18 +106,21 @@ class ModelCall(CallEvents):
     them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
 
     __slots__ = (
-        "canonical", "frames", "harness_usage", "keepalive_s", "relayed", "reply_dialect",
-        "request", "response", "upstream",
+        "canonical", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
+        "reply_dialect", "request", "response", "upstream",
     )  # fmt: skip
 
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
         lookup: Lookup = NOT_A_RETRY, found: Found | None = None, arrived: float | None = None,
+        raw: bytes | None = None,
     ) -> None:  # fmt: skip
         super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found,
                          arrived=arrived)  # fmt: skip
         self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
+        #: the body's bytes as read, until the upstream has made its request of them
+        self.raw = raw if is_relay(harness.name, self.upstream_name) else None
         #: the answer in the canonical model when delivery made it, and the dialect of the
         #: reply (to make it later if needed)
         self.canonical: Response | None = None
@@ -139,12 +143,14 @@ class ModelCall(CallEvents):
         rollout.admit_call()
         if rollout.pin is not None:  # re-pinned first if its replica is down
             self.replica = await rollout.pin.route(rollout)
+        raw, self.raw = self.raw, None  # a relay that changes nothing sends it as it is
         sent = await self.upstream.rewrite(
             ModelRequest(
                 self.harness, self.body, self.request.headers, rollout.id, self.intercept.id,
-                rollout.sampling, self.stream,
+                rollout.sampling, self.stream, raw=raw,
             )
         )  # fmt: skip
+        del raw
         if rollout.gate is not None:  # paused: held here, in arrival order
             held = time.perf_counter()
             await rollout.gate.wait_open()

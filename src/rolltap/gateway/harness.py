@@ -43,15 +43,16 @@ PREFIX = "/r/{rollout_id}/v1"
 
 async def _read(
     request: web.Request, arrival: Arrival, context: GatewayContext
-) -> tuple[dict[str, Any], Found, bytes | None]:
-    """The parsed body, what the rollout's conversations know of it, and the bytes too
-    only when the gateway keeps them (benchmarks); ``arrival`` learns each as it comes.
+) -> tuple[dict[str, Any], Found, bytes]:
+    """The parsed body, what the rollout's conversations know of it, and its bytes;
+    ``arrival`` learns each as it comes.
 
     The body is parsed once; the messages past the longest conversation the rollout sent
     before are checked (that prefix was, when it was sent): validated in the dialect when
     the call is translated, only for what the gateway reads when it is relayed. The bytes
     (MBs for a long multimodal history) must not stay referenced by the handler for the
-    whole call.
+    whole call: a relay that changes nothing sends them, else they go once the request is
+    made (unless the gateway keeps them, for benchmarks).
     """
     settings, rollout, dialect = context.settings, arrival.rollout, arrival.dialect
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
@@ -64,7 +65,7 @@ async def _read(
         check_relayed(dialect.name, body, start)
     else:
         dialect.validate_body(body, start)
-    return body, found, (None if settings.discard_intercepts else raw)
+    return body, found, raw
 
 
 async def answer_call(
@@ -76,7 +77,8 @@ async def answer_call(
     arrival = Arrival(rollout, dialect)
     try:
         request.app[SERVER].check(request, rollout)
-        body, found, kept = await _read(request, arrival, context)
+        body, found, raw = await _read(request, arrival, context)
+        kept = None if context.settings.discard_intercepts else raw
         context.stats.requests += 1
         lookup = look_up(rollout.replays, request.headers, dialect.name, body, found.digest)
         context.stats.retries += lookup.retry_count > 0
@@ -87,10 +89,10 @@ async def answer_call(
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
-        arrived=arrival.started,
+        arrived=arrival.started, raw=raw,
     )  # fmt: skip
     call.keep_body = context.tracer is not None  # it records the prompt at the call's end
-    del found  # the call drops it once the request is recorded (its dump is body-sized)
+    del found, raw  # the call drops them once used (each is body-sized)
     try:
         return await call.run()
     except RolltapError as err:
