@@ -37,9 +37,8 @@ class CallEvents:
 
     __slots__ = (
         "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "keep_body",
-        "lookup",
-        "pending", "prefix", "replica", "requested", "rollout", "sent_version", "stats", "stream",
-        "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
+        "lookup", "pending", "prefix", "replica", "requested", "rollout", "sent_version",
+        "stats", "stream", "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
     )  # fmt: skip
 
     def __init__(
