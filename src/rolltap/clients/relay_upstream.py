@@ -105,8 +105,8 @@ class RelayUpstream:
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         kept = dataclasses.replace(call, raw=None)  # the bytes go as ``data``, once
         if self.turns is None:
-            unchanged = call.raw is not None and body is call.body and not rewrites
-            data = call.raw if unchanged and call.raw is not None else dumps_kept(body)
+            raw = call.raw if body is call.body and not rewrites else None  # nothing changed
+            data = dumps_kept(body) if raw is None else raw
             return RelayRequest(kept, body, rewrites, headers=headers, data=data)
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
