@@ -3,8 +3,11 @@
 One wave of ``-c`` 3-turn ``chat`` rollouts (the built-in harness: OpenAI-SDK coroutines in
 the eval's process) through the gateway to ``rolltap sim`` in its own process (as
 benchmarks/scale.py, shorter calls), stored in SQLite, the eval run as a CLI process with
-``--workers 0`` under ``py-spy record`` (every thread, idle samples left out). Each sample
-is put in one part by the frames on its stack, the first rule that matches from the top:
+``--workers 0`` under ``py-spy record --gil``: only samples of a thread holding the GIL,
+i.e. Python's own work (py-spy's idle test counts a thread blocked in a queue or in the
+event loop's poll as busy; work in C without the GIL — SQLite's, the kernel's — is left out
+and shows as the gap to the process's CPU, printed beside). Each sample is put in one part
+by the frames on its stack, the first rule that matches from the top:
 
 - harness SDK: the ``openai`` / ``httpx`` / ``httpcore`` / ``anyio`` client side;
 - gateway: rolltap's gateway, dialects and clients, aiohttp's server and client;
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -60,10 +64,16 @@ def split(collapsed: Path) -> Counter[str]:
     return counts
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-c", type=int, default=512, help="rollouts (one wave, all at once)")
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples a second")
+    parser.add_argument("--stacks", type=Path, help="keep py-spy's collapsed stacks here")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -80,15 +90,16 @@ def main() -> int:
         tasks.write_bytes(orjson.dumps({"id": "t", "messages": messages, "info": {"regex": "."}}))
         out = Path(tmp) / "stacks.txt"
         command = [
-            spy, "record", "--rate", str(args.rate), "--format", "raw", "--output", str(out),
-            "--", sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "chat",
+            spy, "record", "--gil", "--rate", str(args.rate), "--format", "raw",
+            "--output", str(out), "--",
+            sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "chat",
             "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "sim", "-r", str(args.c),
             "-c", str(args.c), "--workers", "0", "--reward", "regex", "--json",
             "--store", f"sqlite:///{tmp}/cpu.db",
         ]  # fmt: skip
-        started = time.monotonic()
+        started, before = time.monotonic(), _children_cpu()
         done = subprocess.run(command, capture_output=True, check=False)
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, _children_cpu() - before
         if done.returncode != 0:
             print(done.stderr.decode()[-2000:], file=sys.stderr)
             return 1
@@ -96,10 +107,13 @@ def main() -> int:
         text = done.stdout.decode()
         summary, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
         counts = split(out)
+        if args.stacks is not None:
+            shutil.copyfile(out, args.stacks)
     calls, total = summary["model_calls"], sum(counts.values())
     ms_a_call = 1000.0 * total / args.rate / max(calls, 1)
-    print(f"\n-c {args.c}: {calls} model calls, {wall:.0f} s; {total} samples at {args.rate}/s "
-          f"(every thread, busy only) = {ms_a_call:.2f} ms of CPU a call")  # fmt: skip
+    print(f"\n-c {args.c}: {calls} model calls, {wall:.0f} s; {total} samples holding the GIL at "
+          f"{args.rate}/s = {ms_a_call:.2f} ms a call; the process's CPU (py-spy's "
+          f"included) {1000 * cpu / max(calls, 1):.2f} ms a call")  # fmt: skip
     print(f"{'part':<20}{'share':>7}{'ms a call':>11}")
     for part in PARTS:
         share = counts[part] / max(total, 1)
