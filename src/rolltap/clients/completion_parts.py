@@ -32,6 +32,9 @@ class Part:
     #: the upstream's body (parsed) and bytes
     body: dict[str, Any]
     raw: bytes
+    #: the gate's version when the part arrived (None: no gate): what it was sent under,
+    #: since no generation crosses a drain
+    gate_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class Continued:
     continued: int
     #: the weight version the engine reported with the last part (None: none)
     engine_version: str | None
+    #: the gate's version the last part was sent under (None: no gate)
+    sent_version: str | None = None
 
 
 def read_part(

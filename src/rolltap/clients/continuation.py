@@ -161,7 +161,8 @@ class Continuation:
             completion = merge(completions, prompt_len=len(self.prompt_ids), stop=stop)
         spans = version_spans([(p.version, len(p.completion.ids)) for p in parts])
         self.result = Continued(
-            completion, last.body, last.raw, spans, continued, last.completion.weight_version
+            completion, last.body, last.raw, spans, continued, last.completion.weight_version,
+            last.gate_version,
         )
         return last.raw
 
@@ -198,11 +199,11 @@ class Continuation:
                 raise status_error(reply, raw)
         # the gate's version as the part arrived: the weights it was sampled with, unless
         # the engine says which
-        version = None if self.gate is None else self.gate.version
+        gated = version = None if self.gate is None else self.gate.version
         parsed, completion = read_part(self.flavor, raw, prompt_len)
         if completion.weight_version is not None:
             version = completion.weight_version
-        return Part(completion, version, parsed, raw)
+        return Part(completion, version, parsed, raw, gated)
 
 
 async def _unparsed(raw: bytes) -> Answer:

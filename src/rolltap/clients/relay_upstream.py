@@ -70,7 +70,7 @@ class RelayRequest(UpstreamRequest):
 
     capture: ServerCapture | None = dataclasses.field(default=None, kw_only=True)
     headers: Mapping[str, str] | None = dataclasses.field(default=None, kw_only=True)
-    data: bytes = dataclasses.field(default=b"", kw_only=True)
+    data: bytes = dataclasses.field(kw_only=True)
 
 
 class RelayUpstream:

@@ -90,6 +90,10 @@ class Answer:
     canonical: Response | None = None
     #: fields the upstream adds to the response event (a token call's ``tokens``)
     record: dict[str, Any] = field(default_factory=dict)
+    #: the gateway's policy version its last part was sent under, when the upstream gates
+    #: the parts of an answer itself (a token completion continued across a pause); the
+    #: engine's reported version is checked against it
+    sent_version: str | None = None
 
 
 class Body(Protocol):

@@ -282,6 +282,8 @@ class ModelCall(CallEvents):
             raw = await reply.body.read()
         self.t_first = self.t_done = time.perf_counter()
         answer = await reply.parse(raw)
+        if answer.sent_version is not None:  # its parts were gated apart from the call
+            self.sent_version = answer.sent_version
         canonical = None
         if not path.chat:
             canonical = answer.canonical or _canonical(reply.dialect, answer.body, path)
