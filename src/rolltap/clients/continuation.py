@@ -161,7 +161,12 @@ class Continuation:
             completion = merge(completions, prompt_len=len(self.prompt_ids), stop=stop)
         spans = version_spans([(p.version, len(p.completion.ids)) for p in parts])
         self.result = Continued(
-            completion, last.body, last.raw, spans, continued, last.completion.weight_version,
+            completion,
+            last.body,
+            last.raw,
+            spans,
+            continued,
+            last.completion.weight_version,
             last.gate_version,
         )
         return last.raw
