@@ -101,6 +101,11 @@ async def test_every_answer_carries_the_version_it_was_generated_under(
             collecting = group.create_task(_collect(batch))
             resumed_at = 0  # the engine's answers when the last resume went out
             for number, share in enumerate(BUMP_AT, start=1):
+                if resumed_at == total:
+                    # a drain ended all that was left (the token client, two calls a
+                    # rollout): no answer can come under a later version
+                    assert client == "tokens" and number > 1
+                    break
                 # at least one answer under each version, however many the drain let end
                 await tool_sim.wait_for(_answered(max(int(total * share), resumed_at + 1)))
                 await serve.pause("drain")  # every worker: nothing in flight
