@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rolltap.config import EndpointConfig
-from rolltap.errors import ForwardPauseError, InvalidRequestError
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import ForwardPauseError, InvalidRequestError, ServiceFullError
 from rolltap.events import Event
 from rolltap.serve import ServeClient
 from rolltap.serve.supervisor.worker_slots import WorkerSlots
@@ -214,3 +214,30 @@ async def test_an_unreachable_engine_is_the_callers_error(start_service: Service
         state = await client.policy()
     assert "did not take POST /pause_generation" in unreachable.value.message
     assert state["endpoints"][ENDPOINT]["paused"] is None
+
+
+async def test_batches_ahead_of_the_trainer_are_refused_until_a_new_version(
+    start_service: ServiceFactory,
+) -> None:
+    """``max_staleness = 1``, ``rollouts_per_version = 2``, counted by the service over
+    both workers (their gateways count nothing): two rollouts a version; a batch beyond
+    that gets the retryable ``429 service_full`` naming the bound, and is taken once the
+    trainer publishes the next version."""
+    gateway = GatewaySettings(max_staleness=1, rollouts_per_version=2)
+    service = await start_service(gateway=gateway)
+    async with ServeClient(service.url, TOKEN) as client:
+        await client.set_policy_version("v0")
+        first = [r async for r in client.submit_batch([chat_spec("a"), chat_spec("b")])]
+        assert {r.status for r in first} == {"completed"}
+        with pytest.raises(ServiceFullError, match="rollouts_per_version = 2") as info:
+            await client.submit(chat_spec("c"))
+        assert info.value.retry_after == 1.0
+        policy = (await client.policy())["endpoints"][ENDPOINT]
+        assert (policy["began"], policy["rollouts_per_version"]) == (2, 2)
+        await client.set_policy_version("v1")
+        slots = service.supervisor.worker_slots  # each worker's gate, as it reported it
+        assert _gates(slots, "epoch") == [2, 2]
+        assert _gates(slots, "began") == _gates(slots, "rollouts_per_version") == [None, None]
+        late = await client.submit(chat_spec("c"))
+        assert (late.status, late.policy_versions) == ("completed", ["v1"])
+        assert (await client.policy())["endpoints"][ENDPOINT]["began"] == 3

@@ -75,6 +75,17 @@ MaxStalenessOpt = Annotated[
         " calls (409 policy_stale) and ends stale; default: no bound",
     ),
 ]
+#: ``--rollouts-per-version`` beside :data:`MaxStalenessOpt` on ``gateway`` and ``serve``
+RolloutsPerVersionOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rollouts-per-version",
+        metavar="B",
+        help="The rollouts the trainer uses per policy version: with --max-staleness K, a"
+        " new rollout waits while it would be trained on K or more versions after it"
+        " began; default: no bound",
+    ),
+]
 PauseMaxOpt = Annotated[
     float | None,
     typer.Option(

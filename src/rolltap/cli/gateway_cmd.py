@@ -20,6 +20,7 @@ from rolltap.cli.common import (
     OtelOpt,
     PauseMaxOpt,
     ReasoningParserOpt,
+    RolloutsPerVersionOpt,
     ToolParserOpt,
     UnsupportedOpt,
     UntilSignalled,
@@ -170,6 +171,7 @@ def gateway(
         ),
     ] = None,
     max_staleness: MaxStalenessOpt = None,
+    rollouts_per_version: RolloutsPerVersionOpt = None,
     pause_max_s: PauseMaxOpt = None,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
@@ -177,7 +179,7 @@ def gateway(
     """Run the interception gateway in front of one upstream endpoint."""
     settings = GatewaySettings.from_env(
         host=host, port=port, multiplex=multiplex, max_staleness=max_staleness,
-        pause_max_s=pause_max_s,
+        rollouts_per_version=rollouts_per_version, pause_max_s=pause_max_s,
     )  # fmt: skip
     policy = unsupported_fields(unsupported)
     ep = None

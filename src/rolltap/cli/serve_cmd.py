@@ -18,6 +18,7 @@ from rolltap.cli.common import (
     OtelOpt,
     PauseMaxOpt,
     ReasoningParserOpt,
+    RolloutsPerVersionOpt,
     ToolParserOpt,
     UnsupportedOpt,
     address_fields,
@@ -157,6 +158,7 @@ def serve(
         Path | None, typer.Option(help="Where unsaved-sessions files go [the current directory]")
     ] = None,
     max_staleness: MaxStalenessOpt = None,
+    rollouts_per_version: RolloutsPerVersionOpt = None,
     pause_max_s: PauseMaxOpt = None,
 ) -> None:
     """Run rollouts for callers over HTTP, on supervised worker processes, until SIGTERM."""
@@ -173,7 +175,8 @@ def serve(
     }  # fmt: skip
     values = {k: v for k, v in values.items() if v is not None}
     # each worker's gateway settings ([serve.gateway] in a config file), field by field
-    gateway = {"max_staleness": max_staleness, "pause_max_s": pause_max_s}
+    gateway = {"max_staleness": max_staleness, "rollouts_per_version": rollouts_per_version,
+               "pause_max_s": pause_max_s}  # fmt: skip
     if given := {k: v for k, v in gateway.items() if v is not None}:
         values["gateway"] = given
     policy = unsupported_fields(unsupported)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rolltap.errors import ConfigError
 
@@ -58,6 +58,16 @@ class GatewaySettings(BaseModel):
     #: a rollout whose first call was made this many policy versions before the current
     #: one gets ``409 policy_stale`` and ends ``stale``; None: no bound
     max_staleness: int | None = Field(default=None, gt=0)
+    #: the rollouts a trainer uses per policy version (its batch): with ``max_staleness``,
+    #: a new rollout waits (at most ``pause_max_s``) while it would be trained on
+    #: ``max_staleness`` or more versions after it began (:mod:`rolltap.gateway.ahead`)
+    rollouts_per_version: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ahead_needs_staleness(self) -> GatewaySettings:
+        if self.rollouts_per_version is not None and self.max_staleness is None:
+            raise ValueError("rollouts_per_version needs max_staleness (the versions it counts)")
+        return self
 
     @classmethod
     def from_env(
@@ -92,4 +102,6 @@ class GatewaySettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"{source}: {field}: {first['msg']}") from exc
+            where = f"{source}: {field}: " if field else f"{source}: "
+            # a model validator's message is ours: without pydantic's "Value error, "
+            raise ConfigError(where + first["msg"].removeprefix("Value error, ")) from exc

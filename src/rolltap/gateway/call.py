@@ -151,9 +151,9 @@ class ModelCall(CallEvents):
             )
         )  # fmt: skip
         del raw
-        if rollout.gate is not None:  # paused: held here, in arrival order
+        if rollout.gate is not None:  # paused (or too far ahead): held here, in order
             held = time.perf_counter()
-            await rollout.gate.wait_open()
+            await rollout.gate.wait_open(begins=rollout.first_epoch is None)
             self.waited += time.perf_counter() - held
         # From the gate on, nothing awaits until the call counts as in flight (a drain
         # waits for it, an abort cuts it), even while it queues for a slot. Staleness is

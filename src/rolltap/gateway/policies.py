@@ -42,7 +42,9 @@ class EndpointPolicies:
         self._endpoints = {ep.name: ep for ep in endpoints}
         self.gates = {
             ep.name: PolicyGate(
-                pause_max_s=settings.pause_max_s, max_staleness=settings.max_staleness
+                pause_max_s=settings.pause_max_s,
+                max_staleness=settings.max_staleness,
+                rollouts_per_version=settings.rollouts_per_version,
             )
             for ep in endpoints
         }

@@ -6,7 +6,9 @@ Gateway.set_policy_version`, ``pause``, ``resume`` in Python). Each endpoint has
 :class:`PolicyGate`:
 
 - **version**: an opaque string (None until set). Each change starts a new *epoch*;
-  staleness counts epochs (``max_staleness``).
+  staleness counts epochs (``max_staleness``). With ``rollouts_per_version`` too, a new
+  rollout's first call also waits here while the rollouts begun are too far ahead of the
+  trainer (:mod:`rolltap.gateway.ahead`), until a new version or ``pause_max_s``.
 - **pause**: while paused, a call about to be sent waits here, in arrival order, for at
   most ``pause_max_s`` (then ``503 paused``): the harness sees a slow call. ``hold`` lets
   the upstream requests in flight run on; ``drain`` returns once none is left in flight;
@@ -36,6 +38,7 @@ from rolltap.errors import (
     PolicyStaleError,
     UpstreamAbortedError,
 )
+from rolltap.gateway.ahead import AheadBound
 
 __all__ = ["PAUSE_MODES", "PauseMode", "PolicyGate", "parse_pause_mode", "reported_version"]
 
@@ -75,12 +78,23 @@ class _Cut:
 class PolicyGate:
     """The policy version of one endpoint and its pause (see the module's docstring)."""
 
-    def __init__(self, *, pause_max_s: float, max_staleness: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        pause_max_s: float,
+        max_staleness: int | None = None,
+        rollouts_per_version: int | None = None,
+    ) -> None:
         self.pause_max_s, self.max_staleness = pause_max_s, max_staleness
+        self.ahead: AheadBound | None = None
+        if max_staleness is not None and rollouts_per_version is not None:
+            self.ahead = AheadBound(max_staleness=max_staleness, per_version=rollouts_per_version)
         self._version: str | None = None
         #: bumped on every change of version
         self.epoch = 0
         self._epochs: dict[str, int] = {}
+        #: set (and replaced) on every change of version: new rollouts held ahead wake
+        self._versioned = asyncio.Event()
         self.mode: PauseMode | None = None
         self._paused_at: float | None = None
         self._open = asyncio.Event()
@@ -88,8 +102,9 @@ class PolicyGate:
         self._idle = asyncio.Event()
         self._idle.set()
         self._inflight: set[_Cut] = set()
-        #: calls waiting for a resume now; pauses so far, requests cut, calls refused
-        self.held = 0
+        #: calls waiting for a resume now, new rollouts waiting for a version; pauses so
+        #: far, requests cut, calls refused
+        self.held = self.held_ahead = 0
         self.pauses = self.cut = self.refused = 0
 
     # -- version -------------------------------------------------------------------
@@ -106,6 +121,8 @@ class PolicyGate:
         self.epoch += 1
         if version is not None:
             self._epochs.setdefault(version, self.epoch)
+        self._versioned.set()
+        self._versioned = asyncio.Event()
         return True
 
     def epoch_of(self, version: str | None) -> int:
@@ -114,6 +131,12 @@ class PolicyGate:
         if version is None:
             return self.epoch
         return self._epochs.get(version, self.epoch)
+
+    def begin(self) -> int:
+        """A rollout's first call leaves the gate: count it (the ahead bound); its epoch."""
+        if self.ahead is not None:
+            self.ahead.begin(self.epoch)
+        return self.epoch
 
     def check_fresh(self, first_epoch: int) -> None:
         """Raise :class:`~rolltap.errors.PolicyStaleError` for a rollout whose first call
@@ -158,26 +181,51 @@ class PolicyGate:
         self._open.set()
         return was
 
-    async def wait_open(self) -> None:
-        """Return at once unless paused; paused, when resumed (in arrival order), or
-        raise :class:`~rolltap.errors.PausedError` after ``pause_max_s``."""
-        if self._open.is_set():
+    async def wait_open(self, *, begins: bool = False) -> None:
+        """Return at once unless paused (or, for the first call of a rollout that
+        ``begins``, unless rollouts are too far ahead of the trainer); else when resumed
+        (in arrival order) or a new version makes room, or raise
+        :class:`~rolltap.errors.PausedError` after ``pause_max_s``."""
+        if self._open.is_set() and not (begins and self._ahead_full()):
             return
-        self.held += 1
+        ahead = self._open.is_set()
+        if ahead:
+            self.held_ahead += 1
+        else:
+            self.held += 1
         try:
             async with asyncio.timeout(self.pause_max_s):
                 # woken by a resume, it may find a new pause begun before it ran: then
                 # it waits on (not sent into the new pause)
-                while not self._open.is_set():
-                    await self._open.wait()
+                while True:
+                    if not self._open.is_set():
+                        await self._open.wait()
+                    elif begins and self._ahead_full():
+                        await self._versioned.wait()
+                    else:
+                        return
         except TimeoutError:
             self.refused += 1
-            raise PausedError(
-                f"the endpoint is paused, and stayed so for pause_max_s = {self.pause_max_s}s",
-                retry_after=_RETRY_AFTER_S,
-            ) from None
+            raise PausedError(self._refusal(ahead), retry_after=_RETRY_AFTER_S) from None
         finally:
-            self.held -= 1
+            if ahead:
+                self.held_ahead -= 1
+            else:
+                self.held -= 1
+
+    def _ahead_full(self) -> bool:
+        return self.ahead is not None and self.ahead.room(self.epoch) == 0
+
+    def _refusal(self, ahead: bool) -> str:
+        bound = self.ahead
+        if not ahead or bound is None:
+            return f"the endpoint is paused, and stayed so for pause_max_s = {self.pause_max_s}s"
+        return (
+            f"a new rollout waited pause_max_s = {self.pause_max_s}s for a new policy "
+            f"version: {bound.began} rollouts began, as many as max_staleness = "
+            f"{bound.max_staleness} versions of rollouts_per_version = {bound.per_version} "
+            "allow"
+        )
 
     @asynccontextmanager
     async def waiting(self) -> AsyncIterator[None]:
@@ -223,4 +271,7 @@ class PolicyGate:
             "cut": self.cut,
             "refused": self.refused,
             "max_staleness": self.max_staleness,
+            "rollouts_per_version": None if self.ahead is None else self.ahead.per_version,
+            "began": None if self.ahead is None else self.ahead.began,
+            "held_ahead": self.held_ahead,
         }

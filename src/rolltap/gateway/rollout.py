@@ -185,7 +185,7 @@ class Rollout:
         if gate is None:
             return
         if self.first_epoch is None:
-            self.first_epoch = gate.epoch
+            self.first_epoch = gate.begin()
             return
         try:
             gate.check_fresh(self.first_epoch)

@@ -24,6 +24,16 @@ _GATE = {
         "cut": {"type": "integer"},
         "refused": {"type": "integer"},
         "max_staleness": {"type": ["integer", "null"]},
+        "rollouts_per_version": {"type": ["integer", "null"]},
+        "began": {
+            "type": ["integer", "null"],
+            "description": "rollouts begun, counted against max_staleness × "
+            "rollouts_per_version (null: not counted here)",
+        },
+        "held_ahead": {
+            "type": "integer",
+            "description": "new rollouts waiting for a policy version (the gateway's)",
+        },
     },
 }
 _POLICY = {

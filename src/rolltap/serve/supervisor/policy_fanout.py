@@ -10,6 +10,11 @@ worker lost meanwhile is not waited for: its replacement, like any
 worker that becomes ready, gets the recorded state in a ``sync`` frame before its first
 rollout.
 
+With ``max_staleness`` and ``rollouts_per_version``, the rollouts that may begin are
+counted here, for the whole service (:meth:`ServicePolicy.admit`; the workers' gateways
+count nothing): a batch that would run too far ahead of the trainer is refused with the
+retryable ``429 service_full`` until a new version makes room.
+
 Where an endpoint forwards its pauses (``forward_pause``), one worker tells the engine
 and the rest change their gates only, in an order that keeps the two in step: a pause
 pauses (and drains) the other workers first, then the one that pauses the engine; a
@@ -27,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rolltap.config import EndpointConfig
-from rolltap.errors import InvalidRequestError, RolltapError
+from rolltap.errors import InvalidRequestError, RolltapError, ServiceFullError
+from rolltap.gateway.ahead import AheadBound
 from rolltap.gateway.policy import PauseMode
 from rolltap.serve.protocol import ChannelClosedError, Msg
 from rolltap.serve.remote_errors import error_from_wire
@@ -50,6 +56,7 @@ class _Endpoint:
     paused: PauseMode | None = None
     paused_at: float | None = None
     pauses: int = 0
+    ahead: AheadBound | None = None
 
 
 class ServicePolicy:
@@ -61,9 +68,13 @@ class ServicePolicy:
         ready: Callable[[], list[WorkerHandle]],
         *,
         max_staleness: int | None = None,
+        rollouts_per_version: int | None = None,
     ) -> None:
         """``ready``: the workers a change goes to (those ready now)."""
         self._state = {ep.name: _Endpoint() for ep in endpoints}
+        if max_staleness is not None and rollouts_per_version is not None:
+            for st in self._state.values():
+                st.ahead = AheadBound(max_staleness=max_staleness, per_version=rollouts_per_version)
         self._forwarding = {ep.name for ep in endpoints if ep.forward_pause is not None}
         self._ready, self.max_staleness = ready, max_staleness
         self._ids = itertools.count(1)
@@ -104,6 +115,24 @@ class ServicePolicy:
                 if not future.done():
                     future.set_result(None)
 
+    def admit(self, counts: dict[str, int]) -> None:
+        """Count ``counts[endpoint]`` rollouts as begun on each endpoint, or refuse them all
+        with ``ServiceFullError`` where they would run too far ahead of the trainer."""
+        for name, count in counts.items():
+            st = self._state[name]
+            if st.ahead is not None and count > (room := st.ahead.room(st.epoch)):
+                raise ServiceFullError(
+                    f"endpoint {name!r}: {room} more rollouts may begin before the next "
+                    f"policy version, the batch has {count} (max_staleness = "
+                    f"{st.ahead.max_staleness}, rollouts_per_version = "
+                    f"{st.ahead.per_version}); retry after a POST /policy",
+                    retry_after=1.0,
+                )
+        for name, count in counts.items():
+            st = self._state[name]
+            if st.ahead is not None:
+                st.ahead.begin(st.epoch, count)
+
     # -- the trainer's side (what the routes drive) -------------------------------------
 
     def policy(self) -> dict[str, Any]:
@@ -117,6 +146,8 @@ class ServicePolicy:
                 "version": st.version, "epoch": st.epoch, "paused": st.paused,
                 "paused_for_s": None if since is None else round(time.monotonic() - since, 3),
                 "pauses": st.pauses, "max_staleness": self.max_staleness,
+                "rollouts_per_version": None if st.ahead is None else st.ahead.per_version,
+                "began": None if st.ahead is None else st.ahead.began,
             }  # fmt: skip
             for counter in _SUMMED:
                 doc[counter] = sum(_count(h.policy.get(name), counter) for h in workers)

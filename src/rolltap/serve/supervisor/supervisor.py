@@ -72,6 +72,7 @@ class Supervisor:
         self.policy = ServicePolicy(
             config.endpoints, lambda: self.worker_slots.ready(),
             max_staleness=config.gateway.max_staleness,
+            rollouts_per_version=config.gateway.rollouts_per_version,
         )  # fmt: skip
         self._closed = False
 
@@ -163,9 +164,11 @@ class Supervisor:
 
     def _worker_config(self, index: int) -> WorkerConfig:
         shipped = self.store.backend == "sqlite"
+        # the service counts the rollouts that begin (ServicePolicy.admit), not each worker
         gateway = self.config.gateway.model_copy(
-            update={"discard_intercepts": self.config.discard_intercepts}
-        )
+            update={"discard_intercepts": self.config.discard_intercepts,
+                    "rollouts_per_version": None}
+        )  # fmt: skip
         return WorkerConfig(
             index=index, endpoints=self.config.endpoints, gateway=gateway,
             store_url=None if shipped else resolve_store_url(self.config.store),
@@ -191,15 +194,17 @@ class Supervisor:
         ``attempts``: each spec's (attempt, the session it repeats), for an eval's retry.
 
         Raises ``ServiceFullError`` (429, retryable) when the workers lack room for the
-        whole batch, ``ServiceDrainingError`` (503) once a drain has begun,
-        ``StoreUnavailableError`` (503, retryable) while the store cannot take new
-        sessions and ``StoreFullError`` (507) for a while after it ran out of space
-        (the rollouts in flight go on).
+        whole batch or it would run too far ahead of the trainer (``max_staleness`` with
+        ``rollouts_per_version``: :meth:`ServicePolicy.admit`), ``ServiceDrainingError``
+        (503) once a drain has begun, ``StoreUnavailableError`` (503, retryable) while
+        the store cannot take new sessions and ``StoreFullError`` (507) for a while
+        after it ran out of space (the rollouts in flight go on).
         """
         check_batch(self.config, specs, closed=self.draining or self._closed)
         await self._store_admission.admit()
         try:
             handles = place(self.worker_slots.ready(), len(specs), self.config.max_inflight)
+            self.policy.admit(self._per_endpoint(specs))
         except ServiceFullError:
             self.rejected += 1
             raise
@@ -228,6 +233,10 @@ class Supervisor:
                 except ChannelClosedError:
                     continue  # its worker is dying: the loss settles this rollout
         return batch
+
+    def _per_endpoint(self, specs: Sequence[RolloutSpec]) -> dict[str, int]:
+        default = self.config.endpoints[0].name
+        return dict(Counter(spec.endpoint or default for spec in specs))
 
     def _withdraw(self, batch: Batch) -> None:
         for job in batch.jobs.values():
