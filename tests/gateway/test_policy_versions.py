@@ -155,6 +155,7 @@ async def test_get_policy_shows_each_gate(gateway: Gateway, http: aiohttp.Client
     assert gate == {
         "version": "step-3", "epoch": 1, "paused": "hold", "in_flight": 0, "held": 0,
         "pauses": 1, "cut": 0, "refused": 0, "max_staleness": None,
+        "rollouts_per_version": None, "began": None, "held_ahead": 0,
     }  # fmt: skip
     status, doc = await admin(http, gateway, "POST", "/resume", {})
     assert (doc["endpoints"]["default"]["paused"], doc["endpoints"]["default"]["paused_for_s"]) == (

@@ -80,8 +80,9 @@ class GatewaySettings(BaseModel):
             raw = env.get(_ENV_PREFIX + name.upper())
             if raw is not None and raw != "":
                 values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls._build(values, source="environment")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        return cls._build(values, source="flags and environment" if given else "environment")
 
     @classmethod
     def from_toml(cls, path: str | Path, table: str = "gateway") -> GatewaySettings:

@@ -172,4 +172,6 @@ class ServeConfig(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"{source}: {field}: {first['msg']}") from exc
+            # a model validator's message is ours: without pydantic's "Value error, "
+            message = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"{source}: {field}: {message}") from exc
