@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rolltap.config.problems import config_error
 from rolltap.errors import ConfigError
 
 __all__ = ["GatewaySettings"]
@@ -101,8 +102,4 @@ class GatewaySettings(BaseModel):
         try:
             return cls.model_validate(dict(values))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            where = f"{source}: {field}: " if field else f"{source}: "
-            # a model validator's message is ours: without pydantic's "Value error, "
-            raise ConfigError(where + first["msg"].removeprefix("Value error, ")) from exc
+            raise config_error(source, exc) from exc

@@ -39,6 +39,13 @@ class AheadBound:
         self.began = 0
         self._first_epoch: int | None = None
 
+    @classmethod
+    def of(cls, max_staleness: int | None, per_version: int | None) -> AheadBound | None:
+        """The bound ``max_staleness`` and ``rollouts_per_version`` set; None: no bound."""
+        if max_staleness is None or per_version is None:
+            return None
+        return cls(max_staleness=max_staleness, per_version=per_version)
+
     def room(self, epoch: int) -> int:
         """How many more rollouts may begin while the policy is in ``epoch``."""
         first = epoch if self._first_epoch is None else self._first_epoch

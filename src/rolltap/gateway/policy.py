@@ -86,9 +86,7 @@ class PolicyGate:
         rollouts_per_version: int | None = None,
     ) -> None:
         self.pause_max_s, self.max_staleness = pause_max_s, max_staleness
-        self.ahead: AheadBound | None = None
-        if max_staleness is not None and rollouts_per_version is not None:
-            self.ahead = AheadBound(max_staleness=max_staleness, per_version=rollouts_per_version)
+        self.ahead = AheadBound.of(max_staleness, rollouts_per_version)
         self._version: str | None = None
         #: bumped on every change of version
         self.epoch = 0

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.config.net import is_loopback
+from rolltap.config.problems import config_error
 from rolltap.errors import ConfigError
 from rolltap.rollouts.config import check_ray_fields
 from rolltap.store import DEFAULT_LEASE_TTL_S, DEFAULT_UNAVAILABLE_TIMEOUT_S
@@ -170,8 +171,4 @@ class ServeConfig(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            # a model validator's message is ours: without pydantic's "Value error, "
-            message = first["msg"].removeprefix("Value error, ")
-            raise ConfigError(f"{source}: {field}: {message}") from exc
+            raise config_error(source, exc) from exc

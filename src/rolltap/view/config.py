@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rolltap.config.net import is_loopback
+from rolltap.config.problems import config_error
 from rolltap.errors import ConfigError
 
 __all__ = ["DEFAULT_PORT", "SERVE_TOKEN_ENV", "TOKEN_ENV", "ViewConfig"]
@@ -65,9 +66,7 @@ class ViewConfig(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "view"
-            raise ConfigError(f"{source}: {field}: {first['msg']}") from None
+            raise config_error(source, exc, whole="view") from None
 
     @classmethod
     def from_toml(cls, path: str | Path, **overrides: Any) -> ViewConfig:

@@ -71,10 +71,10 @@ class ServicePolicy:
         rollouts_per_version: int | None = None,
     ) -> None:
         """``ready``: the workers a change goes to (those ready now)."""
-        self._state = {ep.name: _Endpoint() for ep in endpoints}
-        if max_staleness is not None and rollouts_per_version is not None:
-            for st in self._state.values():
-                st.ahead = AheadBound(max_staleness=max_staleness, per_version=rollouts_per_version)
+        self._state = {
+            ep.name: _Endpoint(ahead=AheadBound.of(max_staleness, rollouts_per_version))
+            for ep in endpoints
+        }
         self._forwarding = {ep.name for ep in endpoints if ep.forward_pause is not None}
         self._ready, self.max_staleness = ready, max_staleness
         self._ids = itertools.count(1)
