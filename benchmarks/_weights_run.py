@@ -1,13 +1,16 @@
-"""One run of the weight-update benchmark: a simulator, a gateway, the harness loops, the trainer.
+"""One run of the weight-update benchmark: a simulator, ``rolltap serve``, the trainer.
 
-The simulator runs in its own process (``rolltap sim``, paced), fresh per run so that its
-counters start at 0; the gateway (in-process :class:`~rolltap.Gateway`), the harness loops
-(the real OpenAI SDK) and the trainer share this process's event loop. See weights.py.
+The simulator (``rolltap sim``, paced) and the service (``rolltap serve``, two workers, a
+SQLite store) run in their own processes, fresh per run so that their counters start at 0;
+the rollouts' harness (``_weights_harness.loop``) runs in the service's workers, the
+trainer and the callers that keep ``rollouts`` rollouts in flight in this process, through
+:class:`~rolltap.serve.ServeClient` as a trainer would. See weights.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -16,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import openai
 from _procs import free_port, running
+from _weights_harness import KIND
 
-from rolltap.config import EndpointConfig, GatewaySettings
-from rolltap.gateway import Gateway
+from rolltap.serve import RolloutSpec, ServeClient
+from rolltap.store import Store
 
 __all__ = ["MODES", "Profile", "Run", "run_once"]
 
@@ -48,7 +51,7 @@ class Profile:
 
 @dataclass
 class Run:
-    """What one run measured (times: ``time.perf_counter``)."""
+    """What one run measured (times: ``time.time``, the harness's in the workers too)."""
 
     mode: str
     #: the trainer's pause → resume windows, one per update
@@ -60,70 +63,53 @@ class Run:
     #: completion tokens of the answers the harness kept, and of those it threw away
     kept: int = 0
     discarded: int = 0
+    #: every rollout's session (its harness's ``bench_calls`` event is in the store)
+    sessions: list[str] = field(default_factory=list)
     rollouts: int = 0
     wall_s: float = 0.0
     sim: dict[str, Any] = field(default_factory=dict)
 
 
-def _endpoint(mode: str, base_url: str, tokenizer: Path) -> EndpointConfig:
-    if mode == "stop":  # today: a relay (chat), the harness sees the engine's aborts
-        return EndpointConfig(base_url=base_url, model="sim")
-    return EndpointConfig(
-        base_url=base_url, model="sim", client="tokens", tokenizer=str(tokenizer),
-        completions_api="sglang", forward_pause="sglang" if mode == "abort" else None,
-    )  # fmt: skip
+TOKEN = "bench-serve"
+WORKERS = 2
+_HERE = Path(__file__).resolve().parent
 
 
-async def _call(client: openai.AsyncOpenAI, messages: list[Any], prof: Profile, run: Run) -> str:
-    """One harness call, rerun until the harness gets a whole answer (today's only way)."""
-    t0 = time.perf_counter()
-    for _ in range(32):
-        try:
-            reply = await client.chat.completions.create(
-                model="sim", messages=messages, max_tokens=prof.max_tokens
-            )
-        except openai.APIError as exc:
-            run.errors.append(type(exc).__name__)
-            continue
-        choice, usage = reply.choices[0], reply.usage
-        tokens = usage.completion_tokens if usage is not None else 0
-        if choice.finish_reason not in ("stop", "length"):  # the engine aborted it
-            run.errors.append(f"finish_reason {choice.finish_reason}")
-            run.discarded += tokens
-            continue
-        run.kept += tokens
-        run.calls.append((t0, time.perf_counter(), tokens))
-        return choice.message.content or ""
-    raise RuntimeError("a call failed 32 times in a row")
+def _config(mode: str, sim: str, tokenizer: Path, port: int, db: Path, prof: Profile) -> str:
+    """The service's TOML: a relay for ``stop`` (the harness sees the engine's aborts),
+    else the token client (``abort``: the pause forwarded to the engine)."""
+    endpoint = [f'base_url = "{sim}/v1"', 'model = "sim"']
+    if mode != "stop":
+        endpoint += ['client = "tokens"', f'tokenizer = "{tokenizer}"',
+                     'completions_api = "sglang"']  # fmt: skip
+    if mode == "abort":
+        endpoint.append('forward_pause = "sglang"')
+    return "\n".join([
+        "[serve]", f"workers = {WORKERS}", f"port = {port}", f'token = "{TOKEN}"',
+        f'store = "sqlite:///{db}"', f"max_inflight = {prof.rollouts}",
+        "[endpoints.sim]", *endpoint, "",
+    ])  # fmt: skip
 
 
-async def _harness(i: int, gateway: Gateway, prof: Profile, end: float, run: Run) -> None:
-    """Rollouts back to back until ``end``: register, ``turns`` calls, unregister."""
-    async with openai.DefaultAsyncHttpxClient(timeout=600) as http:
-        n = 0
-        while time.perf_counter() < end:
-            rollout = await gateway.register()
-            info = gateway.describe(rollout)
-            client = openai.AsyncOpenAI(
-                base_url=info["openai_base_url"], api_key=info["api_key"], max_retries=0,
-                http_client=http,
-            )  # fmt: skip
-            messages: list[Any] = [{"role": "user", "content": f"rollout {i}.{n}: question 0"}]
-            for turn in range(prof.turns):
-                text = await _call(client, messages, prof, run)
-                messages += [
-                    {"role": "assistant", "content": text},
-                    {"role": "user", "content": f"question {turn + 1}"},
-                ]
-            await gateway.unregister(rollout.id)
+async def _caller(i: int, serve: ServeClient, prof: Profile, end: float, run: Run) -> None:
+    """Rollouts back to back until ``end``, as a trainer's rollout loop submits them."""
+    n = 0
+    while time.time() < end:
+        task = {"id": f"r{i}.{n}", "prompt": f"rollout {i}.{n}: question 0",
+                "info": {"turns": prof.turns, "max_tokens": prof.max_tokens}}  # fmt: skip
+        result = await serve.submit(RolloutSpec(task=task, harness="_weights_harness:loop"))
+        run.sessions.append(result.id)
+        if result.status == "completed":
             run.rollouts += 1
-            n += 1
+        else:
+            run.errors.append(f"rollout {result.status}: {result.error_code}")
+        n += 1
 
 
 Update = Callable[[str], Awaitable[None]]
 
 
-def _updates(mode: str, gateway: Gateway, http: aiohttp.ClientSession, sim: str, load_s: float
+def _updates(mode: str, serve: ServeClient, http: aiohttp.ClientSession, sim: str, load_s: float
              ) -> Update:  # fmt: skip
     """The trainer's update to version ``v``, as ``mode`` makes it."""
 
@@ -141,11 +127,11 @@ def _updates(mode: str, gateway: Gateway, http: aiohttp.ClientSession, sim: str,
         await post("/continue_generation", {})
 
     async def gated(version: str) -> None:  # hold, or abort (forwarded to the engine)
-        await gateway.pause("hold" if mode == "hold" else "abort")
+        await serve.pause("hold" if mode == "hold" else "abort")
         await asyncio.sleep(load_s)
         await engine_version(version, False)
-        await gateway.set_policy_version(version)
-        await gateway.resume()
+        await serve.set_policy_version(version)
+        await serve.resume()
 
     return stop if mode == "stop" else gated
 
@@ -154,11 +140,11 @@ async def _trainer(update: Update, prof: Profile, start: float, end: float, run:
     """An update every ``every_s`` while the run lasts; each window timed pause → resume."""
     k = 0
     while (at := start + (k + 1) * prof.every_s) + prof.load_s < end:
-        await asyncio.sleep(max(at - time.perf_counter(), 0))
+        await asyncio.sleep(max(at - time.time(), 0))
         k += 1
-        t0 = time.perf_counter()
+        t0 = time.time()
         await update(f"v{k}")
-        run.windows.append((t0, time.perf_counter()))
+        run.windows.append((t0, time.time()))
 
 
 async def _stats(http: aiohttp.ClientSession, sim: str) -> dict[str, Any]:
@@ -167,35 +153,61 @@ async def _stats(http: aiohttp.ClientSession, sim: str) -> dict[str, Any]:
         return data
 
 
-async def _measure(mode: str, sim: str, tokenizer: Path, prof: Profile) -> Run:
+async def _measure(mode: str, sim: str, serve_url: str, prof: Profile) -> Run:
     run = Run(mode)
-    settings = GatewaySettings(admin_token="bench")
-    async with Gateway(_endpoint(mode, sim + "/v1", tokenizer), settings) as gateway, \
-            aiohttp.ClientSession() as http:  # fmt: skip
-        await gateway.ready()  # the first renderer built (transformers imported) first
-        await gateway.set_policy_version("v0")
-        update = _updates(mode, gateway, http, sim, prof.load_s)
-        start = time.perf_counter()
+    async with ServeClient(serve_url, TOKEN) as serve, aiohttp.ClientSession() as http:
+        await serve.set_policy_version("v0")
+        update = _updates(mode, serve, http, sim, prof.load_s)
+        start = time.time()
         end = start + prof.run_s
         async with asyncio.TaskGroup() as tasks:
             for i in range(prof.rollouts):
-                tasks.create_task(_harness(i, gateway, prof, end, run))
+                tasks.create_task(_caller(i, serve, prof, end, run))
             if mode != "none":
                 tasks.create_task(_trainer(update, prof, start, end, run))
-        run.wall_s = time.perf_counter() - start
+        run.wall_s = time.time() - start
         run.sim = await _stats(http, sim)
     return run
 
 
-def run_once(mode: str, tokenizer: Path, prof: Profile) -> Run:
-    """One run of ``mode`` against a fresh simulator process."""
-    port = free_port()
-    command = [
-        sys.executable, "-c", "from rolltap.cli.main import main; main()", "sim",
-        "--port", str(port), "--model", "sim", "--seed", "1", "--policy-version", "v0",
-        "--ttft-ms", str(prof.ttft_ms), "--tokens-per-s", str(prof.tokens_per_s),
+async def _read(run: Run, db: Path) -> None:
+    """What the harnesses saw, from the store the service wrote."""
+    async with await Store.open(f"sqlite:///{db}") as store:
+        for session in run.sessions:
+            for event in await store.events(session):
+                if event.kind != KIND:
+                    continue
+                seen = event.payload
+                run.calls += [(a, b, n) for a, b, n in seen["calls"]]
+                run.errors += seen["errors"]
+                run.discarded += seen["discarded"]
+                run.kept += sum(n for _, _, n in seen["calls"])
+
+
+def _rolltap(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from rolltap.cli.main import main; main()", *args]
+
+
+def run_once(mode: str, tokenizer: Path, prof: Profile, folder: Path) -> Run:
+    """One run of ``mode`` against a fresh simulator and a fresh service (its store in
+    ``folder``)."""
+    sim_port, serve_port = free_port(), free_port()
+    sim = _rolltap(
+        "sim", "--port", str(sim_port), "--model", "sim", "--seed", "1", "--policy-version",
+        "v0", "--ttft-ms", str(prof.ttft_ms), "--tokens-per-s", str(prof.tokens_per_s),
         "--completion-tokens", str(prof.answer_tokens),
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    with running(command, url + "/health"):
-        return asyncio.run(_measure(mode, url, tokenizer, prof))
+    )  # fmt: skip
+    sim_url, serve_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{serve_port}"
+    db = folder / f"{mode}-{time.time_ns()}.db"
+    config = folder / "serve.toml"
+    config.write_text(_config(mode, sim_url, tokenizer, serve_port, db, prof))
+    # the workers import the harness from here
+    path = os.pathsep.join(filter(None, [str(_HERE), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    with (
+        running(sim, sim_url + "/health"),
+        running(_rolltap("serve", "--config", str(config)), serve_url + "/health", env=env),
+    ):
+        run = asyncio.run(_measure(mode, sim_url, serve_url, prof))
+    asyncio.run(_read(run, db))
+    return run

@@ -1,46 +1,46 @@
-"""Weight-update benchmark: a trainer updates the weights while rolltap runs its rollouts.
+"""Weight-update benchmark: a trainer updates the weights while ``rolltap serve`` runs rollouts.
 
-A trainer-shaped loop (issue 27): R harness loops (the real OpenAI SDK) run rollouts of T
-calls back to back through an in-process gateway, against the simulator as the engine
-(``rolltap sim`` in its own process, answers of A tokens at a fixed decode rate), while a
-trainer task updates the weights every U seconds, each update taking L seconds of
-"loading" between its pause and its resume. Four modes, each measured in the same run,
-3 repeats interleaved, each run on a fresh simulator:
+A trainer-shaped loop (issue 27) against ``rolltap serve`` (two workers, a SQLite store)
+and the simulator as the engine (``rolltap sim``, answers of A tokens at a fixed decode
+rate), each in its own process, fresh per run: R callers keep R rollouts in flight
+(``ServeClient.submit``, one after another), each rollout T calls of the real OpenAI SDK
+in the service's workers (``_weights_harness.loop``), while the trainer updates the
+weights every U seconds, each update taking L seconds of "loading" between its pause and
+its resume. Four modes, each measured in the same run, 3 repeats interleaved:
 
 * ``none``: no updates; the baseline for rollouts/s and for a call's latency.
 * ``stop``: stop-the-world, today. The engine pauses with an abort (SGLang's
   ``/pause_generation {"mode": "abort"}``), loads, takes the new version
   (``/update_weight_version`` with ``abort_all_requests``) and continues; nothing in
   rolltap knows. Emulated with a **relay** endpoint (chat completions): the token client
-  now continues an engine's abort by itself, and it has no switch to stop it, so "today"
-  is what a harness sees through a plain relay: an answer with ``finish_reason: abort``
-  and the text generated so far. The harness counts it as an error, throws its tokens
-  away and reruns the call. (The relay's own CPU cost differs from the token client's;
-  at a fixed decode rate the engine, not the gateway, sets the pace.)
-* ``hold``: the gateway pauses with ``hold`` (no ``forward_pause``): new calls wait at
-  the gate, calls in flight run on; the engine takes the new version (no abort), the
-  gateway's policy version is set, the gateway resumes.
-* ``abort``: abort and continue. The gateway pauses with ``abort`` and
+  continues an engine's abort by itself, and it has no switch to stop it, so "today" is
+  what a harness sees through a plain relay: an answer with ``finish_reason: abort`` and
+  the text generated so far. The harness counts it as an error, throws its tokens away
+  and reruns the call.
+* ``hold``: the service pauses with ``hold`` (``POST /pause`` on ``rolltap serve``, every
+  worker's gateway; no ``forward_pause``): new calls wait at the gate, calls in flight run
+  on; the engine takes the new version (no abort), the service's policy version is set,
+  the service resumes.
+* ``abort``: abort and continue. The service pauses with ``abort`` and the endpoint's
   ``forward_pause = "sglang"`` (the simulator aborts, answering the ids it had); then the
   engine's version, the policy version, the resume (forwarded: ``/continue_generation``);
-  the token client continues each cut completion from prompt + the ids so far.
+  the token client continues each cut completion from prompt + the ids so far, and the
+  simulator finishes the answer it began (a continued call decodes A tokens in all).
 
 ``hold`` and ``abort`` use a token endpoint (``client = "tokens"``, ``completions_api =
 "sglang"``) with the tests' tokenizer over the simulator's own vocabulary (built in
 seconds, offline; tests/gateway/simtok.py).
 
-Measured per run: decoded tokens thrown away per update (the simulator's
-``tokens_generated`` less the completion tokens of the answers the harness kept; goal 0
-with continue), harness-visible errors per update (goal 0), rollouts/s relative to
-``none`` in the same repeat, and the added latency of a call that overlapped an update
-against that update's own duration (the trainer's pause → resume window). A call's time is
-taken net of decoding the tokens it kept (its latency less kept tokens / decode rate),
-because the simulator answers a continued completion with a fresh answer to the longer
-prompt (A more tokens, not the rest of A); per call that overlapped an update, that time
-less the median of the run's calls that overlapped none, less the windows it overlapped
-("added − update"; goal ≤ 50 ms). Through ``stop`` the thrown-away partial and the rerun's
-prefill show there; through ``abort`` one more prefill (the continuation's time to first
-token); through ``hold`` calls in flight run on, so it is ≤ 0. Ranges are over the 3 repeats.
+Measured per run, from the harnesses' own timings (an event each rollout leaves in the
+store) and the simulator's counters: decoded tokens thrown away per update (the
+simulator's ``tokens_generated`` less the completion tokens of the answers the harness
+kept; goal 0 with continue), harness-visible errors per update (goal 0), rollouts/s
+relative to ``none`` in the same repeat, and the added latency of a call that overlapped
+an update: its time less the median call of the ``none`` run in the same repeat (every
+call decodes A tokens), less the update windows (pause → resume) it overlapped ("added −
+update"; goal ≤ 50 ms). Through ``stop`` the thrown-away partial and the rerun show
+there; through ``abort`` the continuation's time to its first token; through ``hold``
+calls in flight run on, so it is ≤ 0. Ranges are over the 3 repeats.
 
     python benchmarks/weights.py            # 2,000-token answers at 100 tok/s, update every 20 s
     python benchmarks/weights.py --quick    # 200 tokens at 400 tok/s, every 3 s, 30 s runs
@@ -79,16 +79,21 @@ def _overlaps(call: tuple[float, float, int], windows: list[tuple[float, float]]
     return [b - a for a, b in windows if a < t1 and b > t0]
 
 
-def summarize(run: Run, rate: float) -> dict[str, Any]:
-    """One run's numbers (see the module's docstring)."""
+def latency(run: Run) -> float:
+    """The run's median call (seconds)."""
+    return statistics.median(b - a for a, b, _ in run.calls)
+
+
+def summarize(run: Run, base: float) -> dict[str, Any]:
+    """One run's numbers (see the module's docstring); ``base``: the median call of the
+    ``none`` run in the same repeat."""
     updates = len(run.windows)
     per = max(updates, 1)
-    # a call's time beyond decoding the tokens it kept: the simulator answers a continued
-    # completion with a fresh answer to the longer prompt, longer than the uncut one
-    over = [(c, c[1] - c[0] - c[2] / rate) for c in run.calls]
-    free = [o for c, o in over if not _overlaps(c, run.windows)]
-    base = statistics.median(free) if free else 0.0
-    excess = [(o - base - sum(hit)) * 1000 for c, o in over if (hit := _overlaps(c, run.windows))]
+    excess = [
+        (c[1] - c[0] - base - sum(hit)) * 1000
+        for c in run.calls
+        if (hit := _overlaps(c, run.windows))
+    ]
     generated = int(run.sim["tokens_generated"])
     return {
         "mode": run.mode, "updates": updates, "calls": len(run.calls),
@@ -97,7 +102,7 @@ def summarize(run: Run, rate: float) -> dict[str, Any]:
         "rollouts_per_s": run.rollouts / run.wall_s, "kept_per_s": run.kept / run.wall_s,
         "window_ms": statistics.median([(b - a) * 1000 for a, b in run.windows])
         if run.windows else None,
-        "base_overhead_ms": base * 1000, "held_calls": len(excess),
+        "call_ms_p50": latency(run) * 1000, "held_calls": len(excess),
         "excess_ms_p50": statistics.median(excess) if excess else None,
         "excess_ms_max": max(excess) if excess else None,
         "engine_aborted": run.sim["aborted"], "discarded_seen": run.discarded,
@@ -206,14 +211,16 @@ def main() -> None:
     print(prof)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        tokenizer = build_sim_tokenizer(Path(tmp) / "tok")
+        folder = Path(tmp)
+        tokenizer = build_sim_tokenizer(folder / "tok")
+        modes = ["none", *(m for m in args.modes if m != "none")]  # the baseline first
         for repeat in range(args.repeats):
-            for mode in args.modes:
+            base = 0.0
+            for mode in modes:
                 t0 = time.perf_counter()
-                row = {
-                    "repeat": repeat,
-                    **summarize(run_once(mode, tokenizer, prof), prof.tokens_per_s),
-                }
+                run = run_once(mode, tokenizer, prof, folder)
+                base = latency(run) if mode == "none" else base
+                row = {"repeat": repeat, **summarize(run, base)}
                 rows.append(row)
                 print(f"repeat {repeat} {mode}: {time.perf_counter() - t0:.0f} s {row}", flush=True)
     print()

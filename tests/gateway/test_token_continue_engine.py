@@ -65,7 +65,8 @@ async def _update(http: aiohttp.ClientSession, sim: Simulator, version: str, abo
 
 def _check_record(sim: Simulator, payload: dict[str, Any], answer: str) -> None:
     """Exactly prompt + the ids each part sampled: the first part a prefix of the whole
-    answer to the prompt, the rest the simulator's answer to prompt + that prefix."""
+    answer to the prompt, the rest the simulator's answer to prompt + that prefix — which
+    finishes the answer it began: the record is the uncut answer's, ids and logprobs."""
     tokens = payload["tokens"]
     prompt, ids, spans = tokens["prompt_ids"], tokens["completion_ids"], tokens["policy_versions"]
     assert tokens["continued"] == 1
@@ -81,6 +82,7 @@ def _check_record(sim: Simulator, payload: dict[str, Any], answer: str) -> None:
     assert ids[cut:] == list(rest.ids) and ids[-1] == VOCAB.eos
     logprobs = tokens["completion_logprobs"]
     assert logprobs == [*whole.logprobs[:cut], *rest.logprobs]
+    assert (ids, logprobs) == (list(whole.ids), list(whole.logprobs))  # as if never cut
     assert answer == VOCAB.decode(ids)  # one whole answer
     assert payload["policy_version"] == "v2" and payload["usage"]["prompt_tokens"] == len(prompt)
     assert sim.stats.aborted == 1

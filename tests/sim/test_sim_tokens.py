@@ -87,6 +87,24 @@ def test_answers_are_deterministic_and_consistent(
     assert answer.finish == ("stop" if natural else "length")
 
 
+@given(seed=st.integers(0, 3), cut=st.integers(1, 16), cap=st.none() | st.integers(1, 30))
+def test_a_cut_answer_sent_back_is_finished(seed: int, cut: int, cap: int | None) -> None:
+    # a chat prompt ends with its generation prompt (``\n``, not a word); sent again with
+    # the ids an abort left, the answer is the rest of the uncut one (abort and continue)
+    config = SimConfig(seed=seed, tool_marker=None)
+    prompt = tuple(VOCAB.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"))
+    whole = answer_tokens(TokenPrompt("m", prompt), config)
+    assert len(whole.ids) == 17 and whole.ids[-1] == VOCAB.eos
+    rest = answer_tokens(TokenPrompt("m", (*prompt, *whole.ids[:cut]), max_tokens=cap), config)
+    left = 17 - cut if cap is None else min(cap, 17 - cut)
+    assert rest.ids == whole.ids[cut:][:left]
+    assert rest.logprobs == whole.logprobs[cut:][:left]
+    assert rest.finish == ("stop" if rest.ids[-1] == VOCAB.eos else "length")
+    # words that are not the answer's start are a new prompt: answered afresh, in full
+    other = (*prompt, (whole.ids[0] + 1) % len(WORDS))
+    assert len(answer_tokens(TokenPrompt("m", other), config).ids) == 17
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=60)
 @given(body=_BODY)
 def test_any_body_is_answered_or_refused(body: dict[str, Any]) -> None:

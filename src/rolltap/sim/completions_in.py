@@ -19,6 +19,12 @@ the prompt ids, the settings and :attr:`SimConfig.seed`:
   completed it; ``stop_reason`` names it). **max_tokens** caps the ids, the end-of-sequence
   id included, and then the finish reason is ``length``.
 * **Logprobs**: one per completion id, drawn from a second seeded RNG.
+* **Continuations**: a prompt that ends with the start of the text answer to the prompt
+  before it (after its last id that is not a word: an aborted generation sent again with
+  the ids it had, as a token client continues one) is answered with the rest of that
+  answer, its logprobs too, as a model finishes what it began; cut and continued, a
+  completion's ids are the uncut one's. (Answers that open with reasoning or call a tool
+  are answered afresh.)
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ __all__ = [
 
 #: the most top logprobs a request may ask for (vLLM's default ``max_logprobs``)
 MAX_LOGPROBS = 20
+#: ids below this are words (``WORDS[i]`` or ``" " + WORDS[i]``, see the vocabulary)
+_WORD_IDS = 2 * len(WORDS)
 (_TOOL_RESPONSE,) = VOCAB.encode("<tool_response>")
 (_TOOLS_END,) = VOCAB.encode("</tools>")
 
@@ -211,19 +219,41 @@ def _cut_at_stop(ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], str
     return ids, text + decoder.decode([], final=True), None
 
 
+def _drawn(prompt: TokenPrompt, config: SimConfig) -> tuple[list[int], list[float]]:
+    """The uncapped answer ids and their logprobs: drawn for the prompt, or the rest of
+    the answer the prompt continues."""
+    ids = prompt.ids
+    k = len(ids)
+    while k > 0 and ids[k - 1] < _WORD_IDS:
+        k -= 1
+    if 0 < k < len(ids):  # it ends with words after a non-word: maybe an answer's start
+        first, logprobs = _drawn_for(ids[:k], prompt.model, config)
+        n = len(ids) - k
+        if n < len(first) and tuple(first[:n]) == ids[k:]:
+            return first[n:], logprobs[n:]
+    return _drawn_for(ids, prompt.model, config)
+
+
+def _drawn_for(
+    ids: tuple[int, ...], model: str, config: SimConfig
+) -> tuple[list[int], list[float]]:
+    drawn = _content(TokenPrompt(model, ids), config)
+    rng = _rng(config.seed, "logprobs", ids)
+    return drawn, [-round(rng.random() * 2.0, 4) for _ in drawn]
+
+
 def answer_tokens(prompt: TokenPrompt, config: SimConfig) -> TokenAnswer:
     """The deterministic answer to a token-route request."""
-    ids = _content(prompt, config)
+    ids, logprobs = _drawn(prompt, config)
     if prompt.max_tokens is not None:
         ids = ids[: prompt.max_tokens]
     ids, text, stop = _cut_at_stop(ids, prompt.stop)
     natural = stop is None and bool(ids) and ids[-1] == VOCAB.eos
-    rng = _rng(config.seed, "logprobs", prompt.ids)
     return TokenAnswer(
         model=prompt.model,
         prompt_ids=prompt.ids,
         ids=tuple(ids),
-        logprobs=tuple(-round(rng.random() * 2.0, 4) for _ in ids),
+        logprobs=tuple(logprobs[: len(ids)]),
         text=text,
         finish="stop" if natural or stop is not None else "length",
         stop_reason=stop,
