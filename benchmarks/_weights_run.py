@@ -91,13 +91,25 @@ def _config(mode: str, sim: str, tokenizer: Path, port: int, db: Path, prof: Pro
     ])  # fmt: skip
 
 
+def _spec(name: str, turns: int, max_tokens: int) -> RolloutSpec:
+    task = {"id": name, "prompt": f"rollout {name}: question 0",
+            "info": {"turns": turns, "max_tokens": max_tokens}}  # fmt: skip
+    return RolloutSpec(task=task, harness="_weights_harness:loop")
+
+
+async def _warm(serve: ServeClient, prof: Profile) -> None:
+    """A short rollout per caller before the clock starts: a fresh service's first calls
+    build its token renderers and open its connections, which no update costs."""
+    async with asyncio.TaskGroup() as tasks:
+        for i in range(prof.rollouts):
+            tasks.create_task(serve.submit(_spec(f"warm{i}", 1, 8)))
+
+
 async def _caller(i: int, serve: ServeClient, prof: Profile, end: float, run: Run) -> None:
     """Rollouts back to back until ``end``, as a trainer's rollout loop submits them."""
     n = 0
     while time.time() < end:
-        task = {"id": f"r{i}.{n}", "prompt": f"rollout {i}.{n}: question 0",
-                "info": {"turns": prof.turns, "max_tokens": prof.max_tokens}}  # fmt: skip
-        result = await serve.submit(RolloutSpec(task=task, harness="_weights_harness:loop"))
+        result = await serve.submit(_spec(f"r{i}.{n}", prof.turns, prof.max_tokens))
         run.sessions.append(result.id)
         if result.status == "completed":
             run.rollouts += 1
@@ -157,6 +169,8 @@ async def _measure(mode: str, sim: str, serve_url: str, prof: Profile) -> Run:
     run = Run(mode)
     async with ServeClient(serve_url, TOKEN) as serve, aiohttp.ClientSession() as http:
         await serve.set_policy_version("v0")
+        await _warm(serve, prof)
+        before = await _stats(http, sim)
         update = _updates(mode, serve, http, sim, prof.load_s)
         start = time.time()
         end = start + prof.run_s
@@ -166,7 +180,8 @@ async def _measure(mode: str, sim: str, serve_url: str, prof: Profile) -> Run:
             if mode != "none":
                 tasks.create_task(_trainer(update, prof, start, end, run))
         run.wall_s = time.time() - start
-        run.sim = await _stats(http, sim)
+        after = await _stats(http, sim)
+        run.sim = {key: after[key] - before[key] for key in ("tokens_generated", "aborted")}
     return run
 
 
