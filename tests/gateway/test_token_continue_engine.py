@@ -7,6 +7,7 @@ record is exactly prompt + every sampled id with a version span per weight versi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -103,16 +104,22 @@ async def test_a_forwarded_abort_pause_is_continued_after_the_resume(
             await gateway.pause("abort")  # the engine aborts: its answer has the ids so far
             await sim.wait_for(lambda s: s.aborted == 1)
             await settle(lambda: _held(gateway) == 1)
+            held = time.perf_counter()
             assert sim.stats.requests == 1  # the continuation waits for the resume
             await _update(http, sim, "v2", abort=False)
             await gateway.set_policy_version("v2")
             await gateway.resume()
+            resumed = time.perf_counter()
         evs = await events(http, gateway, rollout["id"])
     finally:
         await gateway.aclose()
     assert [e["kind"] for e in evs] == ["model_request", "model_response"]
     _check_record(sim, evs[1]["payload"], asked.result())
     assert sim.stats.requests == 2
+    # its wait at the gate is the call's waited time, not the engine's
+    timing = evs[1]["payload"]["timing"]
+    assert timing["waited_ms"] >= (resumed - held) * 1000
+    assert timing["upstream_ms"] + timing["waited_ms"] <= timing["total_ms"]
 
 
 async def test_the_engine_aborting_on_its_own_update_is_continued_at_once(

@@ -63,6 +63,8 @@ class Continued:
     engine_version: str | None
     #: the gate's version the last part was sent under (None: no gate)
     sent_version: str | None = None
+    #: seconds the parts waited at the gate (paused between a cut and the resume)
+    waited_s: float = 0.0
 
 
 def read_part(

@@ -32,6 +32,7 @@ error status then ends the answer as an error, like any failure after the header
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -70,6 +71,8 @@ class Continuation:
         self._head: asyncio.Future[Head] | None = None
         self._task: asyncio.Task[bytes] | None = None
         self._taken = False
+        #: seconds its parts waited at the gate (paused): inside the upstream's window
+        self.waited_s = 0.0
 
     async def __aenter__(self) -> Continuation:
         loop = asyncio.get_running_loop()
@@ -168,6 +171,7 @@ class Continuation:
             continued,
             last.completion.weight_version,
             last.gate_version,
+            self.waited_s,
         )
         return last.raw
 
@@ -177,9 +181,12 @@ class Continuation:
         gate = self.gate
         if gate is None:
             return await self._request(body, prompt_len)
+        held = time.perf_counter()
         try:
-            async with gate.waiting(), gate.cuttable():
-                return await self._request(body, prompt_len)
+            async with gate.waiting():
+                self.waited_s += time.perf_counter() - held
+                async with gate.cuttable():
+                    return await self._request(body, prompt_len)
         except UpstreamAbortedError:
             head = self._started()[0]
             if not head.done():  # the reply opens now: the harness gets keepalives meanwhile

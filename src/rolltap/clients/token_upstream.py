@@ -160,7 +160,10 @@ class TokenUpstream:
             record["policy_version"] = done.engine_version
         if "parse_problems" in answer.extra:  # answered as plain text: say why
             record["parse_problems"] = answer.extra["parse_problems"]
-        return Answer(done.body, raw, answer, record, sent_version=done.sent_version)
+        return Answer(
+            done.body, raw, answer, record, sent_version=done.sent_version,
+            waited_s=done.waited_s,
+        )  # fmt: skip
 
     def _response(self, completion: Completion, text: str, request: TokenRequest) -> Response:
         call_id, parser = request.call.call_id, self.parser

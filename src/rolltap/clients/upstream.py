@@ -94,6 +94,9 @@ class Answer:
     #: the parts of an answer itself (a token completion continued across a pause); the
     #: engine's reported version is checked against it
     sent_version: str | None = None
+    #: seconds those parts waited at the gate, inside the upstream's window (the call's
+    #: ``timing`` counts them as waited, not as the upstream's)
+    waited_s: float = 0.0
 
 
 class Body(Protocol):

@@ -284,6 +284,7 @@ class ModelCall(CallEvents):
         answer = await reply.parse(raw)
         if answer.sent_version is not None:  # its parts were gated apart from the call
             self.sent_version = answer.sent_version
+        self.waited_inside = answer.waited_s
         canonical = None
         if not path.chat:
             canonical = answer.canonical or _canonical(reply.dialect, answer.body, path)

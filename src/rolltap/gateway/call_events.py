@@ -39,6 +39,7 @@ class CallEvents:
         "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "keep_body",
         "lookup", "pending", "prefix", "replica", "requested", "rollout", "sent_version",
         "stats", "stream", "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
+        "waited_inside",
     )  # fmt: skip
 
     def __init__(
@@ -69,6 +70,9 @@ class CallEvents:
         self.t_sent: float | None = None
         self.t_done: float | None = None
         self.waited = 0.0
+        #: of the upstream's window, seconds its own parts waited at the gate (a token
+        #: completion cut by a pause and continued after the resume): counted as waited
+        self.waited_inside = 0.0
         #: when the request arrived (before its body was read and checked)
         self.arrived = intercept.started if arrived is None else arrived
         #: the replica's label, on an endpoint with replicas
@@ -255,10 +259,11 @@ class CallEvents:
             "total_ms": _ms(t0, now),
         }
         if final and self.t_sent is not None and self.t_done is not None:
-            upstream = self.t_done - self.t_sent
-            gateway = max(0.0, (now - self.arrived) - upstream - self.waited)
+            upstream = self.t_done - self.t_sent - self.waited_inside
+            waited = self.waited + self.waited_inside
+            gateway = max(0.0, (now - self.arrived) - upstream - waited)
             timing["upstream_ms"] = round(upstream * 1000.0, 3)
-            timing["waited_ms"] = round(self.waited * 1000.0, 3)
+            timing["waited_ms"] = round(waited * 1000.0, 3)
             timing["gateway_ms"] = round(gateway * 1000.0, 3)
         return timing
 

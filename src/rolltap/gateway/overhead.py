@@ -3,12 +3,14 @@ upstream's window and outside any wait for a slot or a pause.
 
 A call's ``timing`` (in its response event) holds ``upstream_ms``, from the request
 leaving for the upstream to the upstream's last byte read, ``waited_ms`` (held by a
-pause, or queued for a slot on a bounded endpoint or replica) and ``gateway_ms``: the
-time from the request's arrival (before its body is read) to the answer recorded, less
-those two. A streamed answer's chunks are relayed inside the upstream's window, so their
-handling is not counted; what is counted is the work before the request leaves (reading,
-parsing and checking the body, translation, the request event, the pool lease) and after
-the upstream's last byte (the last frames, recording the answer).
+pause — a token completion's parts held between a cut and the resume too, left out
+of ``upstream_ms`` — or queued for a slot on a bounded endpoint or replica) and
+``gateway_ms``: the time from the request's arrival (before its body is read) to the
+answer recorded, less those two. A streamed answer's chunks are relayed inside the
+upstream's window, so their handling is not counted; what is counted is the work before
+the request leaves (reading, parsing and checking the body, translation, the request
+event, the pool lease) and after the upstream's last byte (the last frames, recording the
+answer).
 
 :class:`Overhead` keeps the gateway's overheads as a Prometheus histogram
 (``rolltap_gateway_overhead_seconds``) and the last :data:`RECENT` of them for the
