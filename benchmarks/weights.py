@@ -91,7 +91,8 @@ def _split(run: Run, base: float) -> tuple[list[float], list[float]]:
     paused (held at the gate, or by the engine in ``stop``), and those in flight when it
     began (run on in ``hold``, cut and continued in ``abort``, aborted and rerun in
     ``stop``)."""
-    held, flight = [], []
+    held: list[float] = []
+    flight: list[float] = []
     for call in run.calls:
         if hit := _overlaps(call, run.windows):
             t0, t1, _ = call
