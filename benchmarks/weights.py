@@ -189,12 +189,16 @@ def goals(rows: list[dict[str, Any]], prof: Profile) -> None:
         print(f"  {mode}: thrown away/update {thrown:.0f} = 0: {_verdict(thrown == 0)}; "
               f"errors/update {errors:.2f} = 0: {_verdict(errors == 0)}")  # fmt: skip
         for group, what in (("held", "held at the gate"), ("flight", "in flight, then")):
-            worst = max((r[f"{group}_ms_max"] or 0.0) for r in rs)
-            verdict = _verdict(worst <= GOAL_EXCESS_MS)
+            seen = [r[f"{group}_ms_max"] for r in rs if r[f"{group}_ms_max"] is not None]
+            if not seen:
+                print(f"    no call was {what}")
+                continue
+            worst = max(seen)
             print(f"    a call {what}: added latency − update ≤ {GOAL_EXCESS_MS:.0f} ms "
-                  f"(max {worst:.0f}): {verdict}")  # fmt: skip
-        if mode == "abort":  # a cut call's continuation waits for the engine's first token
-            worst = max((r["flight_ms_max"] or 0.0) for r in rs)
+                  f"(max {worst:.0f}): {_verdict(worst <= GOAL_EXCESS_MS)}")  # fmt: skip
+        cut = [r["flight_ms_max"] for r in rs if r["flight_ms_max"] is not None]
+        if mode == "abort" and cut:  # a cut call's continuation waits for its first token
+            worst = max(cut)
             print(f"    of a cut call's, the engine's first token of its continuation (its "
                   f"re-prefill): {prof.ttft_ms:.0f} ms; the rest (the gateway, the "
                   f"simulator's own CPU): max {worst - prof.ttft_ms:.0f} ms")  # fmt: skip
@@ -205,11 +209,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     if plt is None:
         return
     modes = [m for m in MODES if m != "none" and any(r["mode"] == m for r in rows)]
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.6))
     keys = [("thrown_per_update", "decoded tokens thrown away / update"),
             ("errors_per_update", "harness-visible errors / update"),
             ("held_ms_max", "held at the gate: added − update (ms, max)"),
             ("flight_ms_max", "in flight: added − update (ms, max)")]  # fmt: skip
+    # no panel for a group no call fell in (long answers: every call is in flight)
+    keys = [(k, label) for k, label in keys if any(r[k] is not None for r in rows)]
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys), 3.6))
     for ax, (key, label) in zip(axes, keys, strict=True):
         vals = [[r[key] or 0.0 for r in rows if r["mode"] == m] for m in modes]
         mids = [statistics.median(v) for v in vals]
