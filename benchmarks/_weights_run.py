@@ -60,14 +60,18 @@ class Run:
     calls: list[tuple[float, float, int]] = field(default_factory=list)
     #: what the harness saw go wrong (an exception, or an answer the engine aborted)
     errors: list[str] = field(default_factory=list)
-    #: completion tokens of the answers the harness kept, and of those it threw away
-    kept: int = 0
+    #: completion tokens of the answers the harness threw away
     discarded: int = 0
     #: every rollout's session (its harness's ``bench_calls`` event is in the store)
     sessions: list[str] = field(default_factory=list)
     rollouts: int = 0
     wall_s: float = 0.0
     sim: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> int:
+        """Completion tokens of the answers the harness kept."""
+        return sum(n for _, _, n in self.calls)
 
 
 TOKEN = "bench-serve"
@@ -196,7 +200,6 @@ async def _read(run: Run, db: Path) -> None:
                 run.calls += [(a, b, n) for a, b, n in seen["calls"]]
                 run.errors += seen["errors"]
                 run.discarded += seen["discarded"]
-                run.kept += sum(n for _, _, n in seen["calls"])
 
 
 def _rolltap(*args: str) -> list[str]:
