@@ -110,7 +110,13 @@ async def _warm(serve: ServeClient, prof: Profile) -> None:
 
 
 async def _caller(i: int, serve: ServeClient, prof: Profile, end: float, run: Run) -> None:
-    """Rollouts back to back until ``end``, as a trainer's rollout loop submits them."""
+    """Rollouts back to back until ``end``, as a trainer's rollout loop submits them.
+
+    Caller ``i`` begins ``i / rollouts`` of an answer's decode time after the first, so
+    that the callers' calls end and begin spread over the run as real rollouts' do (all
+    beginning at once, equal answers would keep them in step: every update would find
+    every call in flight and none beginning)."""
+    await asyncio.sleep(i / prof.rollouts * prof.answer_tokens / prof.tokens_per_s)
     n = 0
     while time.time() < end:
         result = await serve.submit(_spec(f"r{i}.{n}", prof.turns, prof.max_tokens))

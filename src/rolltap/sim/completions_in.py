@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -204,7 +205,9 @@ def _content(prompt: TokenPrompt, config: SimConfig) -> list[int]:
     return [*VOCAB.encode(reasoning + " ".join(words)), VOCAB.eos]
 
 
-def _cut_at_stop(ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], str, str | None]:
+def _cut_at_stop(
+    ids: tuple[int, ...], stops: tuple[str, ...]
+) -> tuple[tuple[int, ...], str, str | None]:
     """(ids up to the token completing the first stop string, the text before it, it)."""
     if not any(stops):
         return ids, VOCAB.decode(ids), None
@@ -219,7 +222,10 @@ def _cut_at_stop(ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], str
     return ids, text + decoder.decode([], final=True), None
 
 
-def _drawn(prompt: TokenPrompt, config: SimConfig) -> tuple[list[int], list[float]]:
+Drawn = tuple[tuple[int, ...], tuple[float, ...]]
+
+
+def _drawn(prompt: TokenPrompt, config: SimConfig) -> Drawn:
     """The uncapped answer ids and their logprobs: drawn for the prompt, or the rest of
     the answer the prompt continues."""
     ids = prompt.ids
@@ -229,31 +235,45 @@ def _drawn(prompt: TokenPrompt, config: SimConfig) -> tuple[list[int], list[floa
     if 0 < k < len(ids):  # it ends with words after a non-word: maybe an answer's start
         first, logprobs = _drawn_for(ids[:k], prompt.model, config)
         n = len(ids) - k
-        if n < len(first) and tuple(first[:n]) == ids[k:]:
+        if n < len(first) and first[:n] == ids[k:]:
             return first[n:], logprobs[n:]
     return _drawn_for(ids, prompt.model, config)
 
 
-def _drawn_for(
-    ids: tuple[int, ...], model: str, config: SimConfig
-) -> tuple[list[int], list[float]]:
-    drawn = _content(TokenPrompt(model, ids), config)
+# The answers drawn lately, by what they depend on: the prompt a continuation continues
+# was answered moments before (the engine aborted that answer), so its answer is found
+# here rather than drawn again (a 2,000-word answer takes milliseconds to draw, and an
+# update continues every generation in flight at once). Bounded: the least recent go.
+_RECENT: OrderedDict[tuple[object, ...], Drawn] = OrderedDict()
+_RECENT_MAX = 256
+
+
+def _drawn_for(ids: tuple[int, ...], model: str, config: SimConfig) -> Drawn:
+    key = (ids, config.seed, config.completion_tokens, config.reasoning_tokens,
+           config.tool_marker)  # fmt: skip
+    if (hit := _RECENT.get(key)) is not None:
+        _RECENT.move_to_end(key)
+        return hit
+    drawn = tuple(_content(TokenPrompt(model, ids), config))
     rng = _rng(config.seed, "logprobs", ids)
-    return drawn, [-round(rng.random() * 2.0, 4) for _ in drawn]
+    _RECENT[key] = found = drawn, tuple(-round(rng.random() * 2.0, 4) for _ in drawn)
+    if len(_RECENT) > _RECENT_MAX:
+        _RECENT.popitem(last=False)
+    return found
 
 
 def answer_tokens(prompt: TokenPrompt, config: SimConfig) -> TokenAnswer:
     """The deterministic answer to a token-route request."""
-    ids, logprobs = _drawn(prompt, config)
+    drawn, logprobs = _drawn(prompt, config)
     if prompt.max_tokens is not None:
-        ids = ids[: prompt.max_tokens]
-    ids, text, stop = _cut_at_stop(ids, prompt.stop)
+        drawn = drawn[: prompt.max_tokens]
+    ids, text, stop = _cut_at_stop(drawn, prompt.stop)
     natural = stop is None and bool(ids) and ids[-1] == VOCAB.eos
     return TokenAnswer(
         model=prompt.model,
         prompt_ids=prompt.ids,
-        ids=tuple(ids),
-        logprobs=tuple(logprobs[: len(ids)]),
+        ids=ids,
+        logprobs=logprobs[: len(ids)],
         text=text,
         finish="stop" if natural or stop is not None else "length",
         stop_reason=stop,
