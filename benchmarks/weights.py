@@ -37,7 +37,8 @@ simulator's ``tokens_generated`` less the completion tokens of the answers the h
 kept; goal 0 with continue), harness-visible errors per update (goal 0), rollouts/s
 relative to ``none`` in the same repeat, and the added latency of a call that overlapped
 an update: its time less the median call of the ``none`` run in the same repeat (every
-call decodes A tokens), less the update windows (pause → resume) it overlapped ("added −
+call decodes A tokens), less the time it spent inside update windows (pause → resume; a
+call held at the gate, from its start to the resume), per update it met ("added −
 update"; goal ≤ 50 ms), apart for the calls that began while paused (held at the gate;
 in ``stop``, by the engine) and those in flight when an update began. In flight, through
 ``stop`` the thrown-away partial and the rerun show there; through ``abort`` the
@@ -46,6 +47,7 @@ continuation's time to its first token (the engine's re-prefill, ``ttft_ms``); t
 
     python benchmarks/weights.py            # 2,000-token answers at 100 tok/s, update every 20 s
     python benchmarks/weights.py --quick    # 200 tokens at 400 tok/s, every 3 s, 30 s runs
+    python benchmarks/weights.py --summarize benchmarks/out/weights.json  # the table again
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 from gateway.simtok import build_sim_tokenizer
 
 GOAL_EXCESS_MS = 50.0
-#: every run's numbers, wherever the PNG goes
+#: every run's calls and windows, wherever the PNG goes (``--summarize`` reads it back)
 OUT = Path("benchmarks/out/weights.json")
 FULL = Profile(answer_tokens=2000, tokens_per_s=100, ttft_ms=50, every_s=20, load_s=2.0,
                run_s=120, rollouts=16, turns=2)  # fmt: skip
@@ -77,8 +79,9 @@ QUICK = Profile(answer_tokens=200, tokens_per_s=400, ttft_ms=20, every_s=3, load
 
 
 def _overlaps(call: tuple[float, float, int], windows: list[tuple[float, float]]) -> list[float]:
+    """The time ``call`` spent inside each update window it met (seconds)."""
     t0, t1, _ = call
-    return [b - a for a, b in windows if a < t1 and b > t0]
+    return [min(b, t1) - max(a, t0) for a, b in windows if a < t1 and b > t0]
 
 
 def latency(run: Run) -> float:
@@ -87,18 +90,21 @@ def latency(run: Run) -> float:
 
 
 def _split(run: Run, base: float) -> tuple[list[float], list[float]]:
-    """Added − update (ms) of the calls an update touched: those that began while it was
-    paused (held at the gate, or by the engine in ``stop``), and those in flight when it
-    began (run on in ``hold``, cut and continued in ``abort``, aborted and rerun in
-    ``stop``)."""
+    """Added − update (ms) of the calls an update touched, per update each met: those that
+    began while paused (held at the gate, or by the engine in ``stop``), and those in
+    flight when an update began (run on in ``hold``, cut and continued in ``abort``,
+    aborted and rerun in ``stop``). A call's excess is its time less the ``none`` run's
+    median call (``base``) less the time it spent inside update windows (a held call: from
+    its start to the resume), shared among the updates it met: with 20-second answers and
+    an update every 20 seconds, a call often meets two."""
     held: list[float] = []
     flight: list[float] = []
     for call in run.calls:
         if hit := _overlaps(call, run.windows):
             t0, t1, _ = call
-            excess = (t1 - t0 - base - sum(hit)) * 1000
-            cut = any(t0 < a < t1 for a, _ in run.windows)
-            (flight if cut else held).append(excess)
+            excess = (t1 - t0 - base - sum(hit)) * 1000 / len(hit)
+            began_paused = any(a <= t0 < b for a, b in run.windows)
+            (held if began_paused else flight).append(excess)
     return held, flight
 
 
@@ -242,35 +248,55 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, help="R: concurrent harness loops")
     parser.add_argument("--turns", type=int, help="T: calls per rollout")
     parser.add_argument("--plot", type=Path, default=Path("benchmarks/out/weights.png"))
+    parser.add_argument("--summarize", type=Path, metavar="JSON",
+                        help=f"no runs: summarize the runs a run left in {OUT}")  # fmt: skip
     args = parser.parse_args()
+    if args.summarize is not None:  # the table again from a run's numbers
+        dump = orjson.loads(args.summarize.read_bytes())
+        report(Profile(**dump["profile"]), [_run_of(r) for r in dump["runs"]], args.plot)
+        return
     prof = QUICK if args.quick else FULL
     overrides = {"answer_tokens": args.answer_tokens, "tokens_per_s": args.tokens_per_s,
                  "every_s": args.every, "load_s": args.load, "run_s": args.seconds,
                  "rollouts": args.rollouts, "turns": args.turns}  # fmt: skip
     prof = Profile(**{**asdict(prof), **{k: v for k, v in overrides.items() if v is not None}})
     print(prof)
-    rows: list[dict[str, Any]] = []
+    runs: list[tuple[int, Run]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         tokenizer = build_sim_tokenizer(folder / "tok")
         modes = ["none", *(m for m in args.modes if m != "none")]  # the baseline first
         for repeat in range(args.repeats):
-            base = 0.0
             for mode in modes:
                 t0 = time.perf_counter()
-                run = run_once(mode, tokenizer, prof, folder)
-                base = latency(run) if mode == "none" else base
-                row = {"repeat": repeat, **summarize(run, base)}
-                rows.append(row)
-                print(f"repeat {repeat} {mode}: {time.perf_counter() - t0:.0f} s {row}", flush=True)
+                runs.append((repeat, run_once(mode, tokenizer, prof, folder)))
+                print(f"repeat {repeat} {mode}: {time.perf_counter() - t0:.0f} s", flush=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    kept = [{"repeat": i, **asdict(r)} for i, r in runs]
+    OUT.write_bytes(orjson.dumps({"profile": asdict(prof), "runs": kept}))
+    report(prof, runs, args.plot)
+
+
+def _run_of(data: dict[str, Any]) -> tuple[int, Run]:
+    fields = {k: v for k, v in data.items() if k != "repeat"}
+    run = Run(**fields)
+    run.windows = [(a, b) for a, b in run.windows]
+    run.calls = [(a, b, n) for a, b, n in run.calls]
+    return data["repeat"], run
+
+
+def report(prof: Profile, runs: list[tuple[int, Run]], plot_to: Path) -> None:
+    """Every run summarized against the ``none`` run of its repeat: the table, the goals,
+    the PNG."""
+    base = {i: latency(r) for i, r in runs if r.mode == "none"}
+    rows = [{"repeat": i, **summarize(r, base[i])} for i, r in runs]
+    for row in rows:
+        print(row)
     print()
     print(table(rows))
     print("\ngoals")
     goals(rows, prof)
-    dump = {"profile": asdict(prof), "rows": rows}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(orjson.dumps(dump))
-    plot(rows, args.plot)
+    plot(rows, plot_to)
 
 
 if __name__ == "__main__":
