@@ -105,6 +105,20 @@ def test_a_cut_answer_sent_back_is_finished(seed: int, cut: int, cap: int | None
     assert len(answer_tokens(TokenPrompt("m", other), config).ids) == 17
 
 
+def test_a_cut_answer_is_finished_after_its_first_is_forgotten() -> None:
+    # the simulator keeps the answers it drew lately; one pushed out by 300 others is
+    # drawn again for its continuation, the same
+    config = SimConfig(seed=7, tool_marker=None)
+    head = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+    prompt = tuple(VOCAB.encode(head.format("hi")))
+    whole = answer_tokens(TokenPrompt("m", prompt), config)
+    for n in range(300):
+        question = f"{WORDS[n % len(WORDS)]} {WORDS[n // len(WORDS)]}"
+        answer_tokens(TokenPrompt("m", tuple(VOCAB.encode(head.format(question)))), config)
+    rest = answer_tokens(TokenPrompt("m", (*prompt, *whole.ids[:5])), config)
+    assert (rest.ids, rest.logprobs) == (whole.ids[5:], whole.logprobs[5:])
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=60)
 @given(body=_BODY)
 def test_any_body_is_answered_or_refused(body: dict[str, Any]) -> None:
