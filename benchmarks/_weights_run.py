@@ -58,6 +58,9 @@ class Run:
     windows: list[tuple[float, float]] = field(default_factory=list)
     #: per harness call (its reruns included): start, end, completion tokens kept
     calls: list[tuple[float, float, int]] = field(default_factory=list)
+    #: per harness call, where the rollout made no other: its ``model_response`` event's
+    #: ``timing`` (what the gateway saw: ``waited_ms``, ``gateway_ms``, ``upstream_ms``)
+    timings: list[dict[str, float] | None] = field(default_factory=list)
     #: what the harness saw go wrong (an exception, or an answer the engine aborted)
     errors: list[str] = field(default_factory=list)
     #: completion tokens of the answers the harness threw away
@@ -199,11 +202,16 @@ async def _read(run: Run, db: Path) -> None:
     """What the harnesses saw, from the store the service wrote."""
     async with await Store.open(f"sqlite:///{db}") as store:
         for session in run.sessions:
-            for event in await store.events(session):
+            events = await store.events(session)
+            timings = [e.payload["timing"] for e in events if e.kind == "model_response"]
+            for event in events:
                 if event.kind != KIND:
                     continue
                 seen = event.payload
-                run.calls += [(a, b, n) for a, b, n in seen["calls"]]
+                calls = [(a, b, n) for a, b, n in seen["calls"]]
+                run.calls += calls
+                # a call rerun (``stop``) made more model calls than the harness kept
+                run.timings += timings if len(timings) == len(calls) else [None] * len(calls)
                 run.errors += seen["errors"]
                 run.discarded += seen["discarded"]
 

@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,27 +84,63 @@ def _overlaps(call: tuple[float, float, int], windows: list[tuple[float, float]]
     return [min(b, t1) - max(a, t0) for a, b in windows if a < t1 and b > t0]
 
 
+@dataclass(frozen=True, slots=True)
+class Base:
+    """The ``none`` run's median call, in all and in the gateway's parts (ms)."""
+
+    call_ms: float
+    #: ``waited_ms + gateway_ms``: rolltap's own part of a call
+    own_ms: float
+    upstream_ms: float
+
+    @classmethod
+    def of(cls, run: Run) -> Base:
+        timings = [t for t in run.timings if t is not None]
+        return cls(
+            call_ms=statistics.median(b - a for a, b, _ in run.calls) * 1000,
+            own_ms=statistics.median(t["waited_ms"] + t["gateway_ms"] for t in timings),
+            upstream_ms=statistics.median(t["upstream_ms"] for t in timings),
+        )
+
+
 def latency(run: Run) -> float:
     """The run's median call (seconds)."""
     return statistics.median(b - a for a, b, _ in run.calls)
 
 
-def _split(run: Run, base: float) -> tuple[list[float], list[float]]:
+@dataclass
+class Touched:
+    """Added − update (ms) of the calls an update touched, in all and in parts."""
+
+    total: list[float] = field(default_factory=list)
+    #: rolltap's part: its waits at the gate and its own time, less the windows'
+    own: list[float] = field(default_factory=list)
+    #: the engine's: its time on the call, less the ``none`` run's median
+    engine: list[float] = field(default_factory=list)
+
+
+def _split(run: Run, base: Base) -> tuple[Touched, Touched]:
     """Added − update (ms) of the calls an update touched, per update each met: those that
     began while paused (held at the gate, or by the engine in ``stop``), and those in
     flight when an update began (run on in ``hold``, cut and continued in ``abort``,
     aborted and rerun in ``stop``). A call's excess is its time less the ``none`` run's
-    median call (``base``) less the time it spent inside update windows (a held call: from
-    its start to the resume), shared among the updates it met: with 20-second answers and
-    an update every 20 seconds, a call often meets two."""
-    held: list[float] = []
-    flight: list[float] = []
-    for call in run.calls:
-        if hit := _overlaps(call, run.windows):
-            t0, t1, _ = call
-            excess = (t1 - t0 - base - sum(hit)) * 1000 / len(hit)
-            began_paused = any(a <= t0 < b for a, b in run.windows)
-            (held if began_paused else flight).append(excess)
+    median call less the time it spent inside update windows (a held call: from its start
+    to the resume), shared among the updates it met (with 20-second answers and an update
+    every 20 seconds a call often meets two); where the gateway's timing of the call is
+    known, apart for rolltap (``waited_ms + gateway_ms``) and for the engine
+    (``upstream_ms``), each against the ``none`` run's median."""
+    held, flight = Touched(), Touched()
+    for call, timing in zip(run.calls, run.timings, strict=True):
+        if not (hit := _overlaps(call, run.windows)):
+            continue
+        t0, t1, _ = call
+        n, inside = len(hit), sum(hit) * 1000
+        group = held if any(a <= t0 < b for a, b in run.windows) else flight
+        group.total.append(((t1 - t0) * 1000 - base.call_ms - inside) / n)
+        if timing is not None:
+            own = timing["waited_ms"] + timing["gateway_ms"]
+            group.own.append((own - base.own_ms - inside) / n)
+            group.engine.append((timing["upstream_ms"] - base.upstream_ms) / n)
     return held, flight
 
 
@@ -112,13 +148,19 @@ def _p50_max(values: list[float]) -> tuple[float | None, float | None]:
     return (statistics.median(values), max(values)) if values else (None, None)
 
 
-def summarize(run: Run, base: float) -> dict[str, Any]:
-    """One run's numbers (see the module's docstring); ``base``: the median call of the
-    ``none`` run in the same repeat."""
+def summarize(run: Run, base: Base) -> dict[str, Any]:
+    """One run's numbers (see the module's docstring); ``base``: the ``none`` run's in the
+    same repeat."""
     updates = len(run.windows)
     per = max(updates, 1)
     held, flight = _split(run, base)
     generated = int(run.sim["tokens_generated"])
+    parts: dict[str, Any] = {}
+    for name, group in (("held", held), ("flight", flight)):
+        parts[f"{name}_calls"] = len(group.total)
+        for part, values in (("ms", group.total), ("own_ms", group.own),
+                             ("engine_ms", group.engine)):  # fmt: skip
+            parts[f"{name}_{part}_p50"], parts[f"{name}_{part}_max"] = _p50_max(values)
     return {
         "mode": run.mode, "updates": updates, "calls": len(run.calls),
         "thrown_per_update": (generated - run.kept) / per if updates else generated - run.kept,
@@ -126,10 +168,7 @@ def summarize(run: Run, base: float) -> dict[str, Any]:
         "rollouts_per_s": run.rollouts / run.wall_s, "kept_per_s": run.kept / run.wall_s,
         "window_ms": statistics.median([(b - a) * 1000 for a, b in run.windows])
         if run.windows else None,
-        "call_ms_p50": latency(run) * 1000,
-        "held_calls": len(held), "flight_calls": len(flight),
-        **dict(zip(("held_ms_p50", "held_ms_max"), _p50_max(held), strict=True)),
-        **dict(zip(("flight_ms_p50", "flight_ms_max"), _p50_max(flight), strict=True)),
+        "call_ms_p50": latency(run) * 1000, **parts,
         "engine_aborted": run.sim["aborted"], "discarded_seen": run.discarded,
         "error_kinds": sorted(set(run.errors)),
     }  # fmt: skip
@@ -146,8 +185,8 @@ def _range(values: Sequence[float | None], spec: str) -> str:
 HEAD = (
     "| mode | updates | tokens thrown away / update | errors / update | rollouts/s "
     "| vs none | kept tokens/s vs none | update (pause→resume) ms "
-    "| held at the gate: calls, added − update ms (p50, max) "
-    "| in flight at an update: calls, added − update ms (p50, max) |"
+    "| held at the gate: calls, added − update ms: p50, max (rolltap's part, the engine's: max) "
+    "| in flight at an update: the same |"
 )
 
 
@@ -170,8 +209,10 @@ def _row(mode: str, rs: list[dict[str, Any]], pairs: list[tuple[dict[str, Any], 
         return _range([r[key] / b[key] for r, b in pairs], ".2f")
 
     def group(name: str) -> str:
+        parts = f" ({col(name + '_own_ms_max', '.0f')}, {col(name + '_engine_ms_max', '.0f')})"
+        known = any(r[name + "_own_ms_max"] is not None for r in rs)
         return (f"{col(name + '_calls', 'd')}: {col(name + '_ms_p50', '.0f')}, "
-                f"{col(name + '_ms_max', '.0f')}")  # fmt: skip
+                f"{col(name + '_ms_max', '.0f')}{parts if known else ''}")  # fmt: skip
 
     return (
         f"| {mode} | {col('updates', 'd')} | {col('thrown_per_update', '.0f')} "
@@ -195,19 +236,21 @@ def goals(rows: list[dict[str, Any]], prof: Profile) -> None:
         print(f"  {mode}: thrown away/update {thrown:.0f} = 0: {_verdict(thrown == 0)}; "
               f"errors/update {errors:.2f} = 0: {_verdict(errors == 0)}")  # fmt: skip
         for group, what in (("held", "held at the gate"), ("flight", "in flight, then")):
-            seen = [r[f"{group}_ms_max"] for r in rs if r[f"{group}_ms_max"] is not None]
+            seen = [r for r in rs if r[f"{group}_ms_max"] is not None]
             if not seen:
                 print(f"    no call was {what}")
                 continue
-            worst = max(seen)
+            worst = max(r[f"{group}_ms_max"] for r in seen)
             print(f"    a call {what}: added latency − update ≤ {GOAL_EXCESS_MS:.0f} ms "
                   f"(max {worst:.0f}): {_verdict(worst <= GOAL_EXCESS_MS)}")  # fmt: skip
-        cut = [r["flight_ms_max"] for r in rs if r["flight_ms_max"] is not None]
-        if mode == "abort" and cut:  # a cut call's continuation waits for its first token
-            worst = max(cut)
-            print(f"    of a cut call's, the engine's first token of its continuation (its "
-                  f"re-prefill): {prof.ttft_ms:.0f} ms; the rest (the gateway, the "
-                  f"simulator's own CPU): max {worst - prof.ttft_ms:.0f} ms")  # fmt: skip
+            own = [r[f"{group}_own_ms_max"] for r in seen if r[f"{group}_own_ms_max"] is not None]
+            engine = [r[f"{group}_engine_ms_max"] for r in seen if own]
+            if own:
+                print(f"      of it, rolltap's part (waits at the gate + its own time − "
+                      f"update): max {max(own):.0f} ms; the engine's (its time on the call − "
+                      f"none's): max {max(engine):.0f} ms"
+                      + (f", of which its re-prefill after a cut: {prof.ttft_ms:.0f} ms"
+                         if mode == "abort" and group == "flight" else ""))  # fmt: skip
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -288,7 +331,7 @@ def _run_of(data: dict[str, Any]) -> tuple[int, Run]:
 def report(prof: Profile, runs: list[tuple[int, Run]], plot_to: Path) -> None:
     """Every run summarized against the ``none`` run of its repeat: the table, the goals,
     the PNG."""
-    base = {i: latency(r) for i, r in runs if r.mode == "none"}
+    base = {i: Base.of(r) for i, r in runs if r.mode == "none"}
     rows = [{"repeat": i, **summarize(r, base[i])} for i, r in runs]
     for row in rows:
         print(row)
