@@ -37,13 +37,15 @@ simulator's ``tokens_generated`` less the completion tokens of the answers the h
 kept; goal 0 with continue), harness-visible errors per update (goal 0), rollouts/s
 relative to ``none`` in the same repeat, and the added latency of a call that overlapped
 an update: its time less the median call of the ``none`` run in the same repeat (every
-call decodes A tokens), less the time it spent inside update windows (pause → resume; a
-call held at the gate, from its start to the resume), per update it met ("added −
-update"; goal ≤ 50 ms), apart for the calls that began while paused (held at the gate;
-in ``stop``, by the engine) and those in flight when an update began. In flight, through
-``stop`` the thrown-away partial and the rerun show there; through ``abort`` the
-continuation's time to its first token (the engine's re-prefill, ``ttft_ms``); through
-``hold`` calls run on, so it is ≤ 0. Ranges are over the 3 repeats.
+call decodes A tokens), less the time the update held it (inside its window, but no longer
+than the gateway's ``waited_ms`` for the call), per update it met ("added − update"; goal
+≤ 50 ms), apart for the calls that began while paused (held at the gate; in ``stop``, by
+the engine) and those in flight when an update began, and split from each call's
+``model_response`` timing into rolltap's part and the engine's (``upstream_ms``). In
+flight, through ``stop`` the thrown-away partial and the rerun show there; through
+``abort`` the continuation's time to its first token (the engine's re-prefill,
+``ttft_ms``); through ``hold`` calls run on, and what shows is the engine's pace around
+an update. Ranges are over the 3 repeats.
 
     python benchmarks/weights.py            # 2,000-token answers at 100 tok/s, update every 20 s
     python benchmarks/weights.py --quick    # 200 tokens at 400 tok/s, every 3 s, 30 s runs
@@ -124,17 +126,22 @@ def _split(run: Run, base: Base) -> tuple[Touched, Touched]:
     began while paused (held at the gate, or by the engine in ``stop``), and those in
     flight when an update began (run on in ``hold``, cut and continued in ``abort``,
     aborted and rerun in ``stop``). A call's excess is its time less the ``none`` run's
-    median call less the time it spent inside update windows (a held call: from its start
-    to the resume), shared among the updates it met (with 20-second answers and an update
-    every 20 seconds a call often meets two); where the gateway's timing of the call is
-    known, apart for rolltap (``waited_ms + gateway_ms``) and for the engine
+    median call less the time the updates held it, shared among the updates it met (with
+    20-second answers and an update every 20 seconds a call often meets two). The time
+    held: its time inside update windows, but no more than it waited at the gate where its
+    timing is known (``waited_ms``: a call that ran on through an update was not held; a
+    late release is added latency). With the
+    timing, its parts: rolltap's (``waited_ms + gateway_ms``) and the engine's
     (``upstream_ms``), each against the ``none`` run's median."""
     held, flight = Touched(), Touched()
     for call, timing in zip(run.calls, run.timings, strict=True):
         if not (hit := _overlaps(call, run.windows)):
             continue
         t0, t1, _ = call
-        n, inside = len(hit), sum(hit) * 1000
+        n = len(hit)
+        inside = sum(hit) * 1000
+        if timing is not None:  # held no longer than it waited at the gate
+            inside = min(inside, timing["waited_ms"])
         group = held if any(a <= t0 < b for a, b in run.windows) else flight
         group.total.append(((t1 - t0) * 1000 - base.call_ms - inside) / n)
         if timing is not None:
