@@ -243,13 +243,15 @@ def _drawn(prompt: TokenPrompt, config: SimConfig) -> Drawn:
 # The answers drawn lately, by what they depend on: the prompt a continuation continues
 # was answered moments before (the engine aborted that answer), so its answer is found
 # here rather than drawn again (a 2,000-word answer takes milliseconds to draw, and an
-# update continues every generation in flight at once). Bounded: the least recent go.
+# update continues every generation in flight at once). Bounded: the least recent go; a
+# prompt is kept as its digest (prompts can be 100k ids).
 _RECENT: OrderedDict[tuple[object, ...], Drawn] = OrderedDict()
 _RECENT_MAX = 256
 
 
 def _drawn_for(ids: tuple[int, ...], model: str, config: SimConfig) -> Drawn:
-    key = (ids, config.seed, config.completion_tokens, config.reasoning_tokens,
+    digest = hashlib.sha256(orjson.dumps(ids)).digest()
+    key = (digest, config.seed, config.completion_tokens, config.reasoning_tokens,
            config.tool_marker)  # fmt: skip
     if (hit := _RECENT.get(key)) is not None:
         _RECENT.move_to_end(key)
