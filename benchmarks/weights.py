@@ -304,10 +304,10 @@ def main() -> None:
     if args.summarize is not None:  # the table again from a run's numbers
         try:
             dump = orjson.loads(args.summarize.read_bytes())
-            prof, kept = Profile(**dump["profile"]), [_run_of(r) for r in dump["runs"]]
+            prof, done = Profile(**dump["profile"]), [_run_of(r) for r in dump["runs"]]
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
             parser.error(f"--summarize {args.summarize}: not a run's numbers ({exc!r})")
-        report(prof, kept, args.plot)
+        report(prof, done, args.plot)
         return
     prof = QUICK if args.quick else FULL
     overrides = {"answer_tokens": args.answer_tokens, "tokens_per_s": args.tokens_per_s,
