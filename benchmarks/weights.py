@@ -99,7 +99,7 @@ class Base:
     def of(cls, run: Run) -> Base:
         timings = [t for t in run.timings if t is not None]
         return cls(
-            call_ms=statistics.median(b - a for a, b, _ in run.calls) * 1000,
+            call_ms=latency(run) * 1000,
             own_ms=statistics.median(t["waited_ms"] + t["gateway_ms"] for t in timings),
             upstream_ms=statistics.median(t["upstream_ms"] for t in timings),
         )
@@ -130,9 +130,9 @@ def _split(run: Run, base: Base) -> tuple[Touched, Touched]:
     20-second answers and an update every 20 seconds a call often meets two). The time
     held: its time inside update windows, but no more than it waited at the gate where its
     timing is known (``waited_ms``: a call that ran on through an update was not held; a
-    late release is added latency). With the
-    timing, its parts: rolltap's (``waited_ms + gateway_ms``) and the engine's
-    (``upstream_ms``), each against the ``none`` run's median."""
+    late release is added latency). With the timing, its parts: rolltap's (``waited_ms +
+    gateway_ms``) and the engine's (``upstream_ms``), each against the ``none`` run's
+    median."""
     held, flight = Touched(), Touched()
     for call, timing in zip(run.calls, run.timings, strict=True):
         if not (hit := _overlaps(call, run.windows)):
