@@ -9,7 +9,7 @@ event loop's poll as busy; work in C without the GIL — SQLite's, the kernel's 
 and shows as the gap to the process's CPU, printed beside). Each sample is put in one part
 by the frames on its stack, the first rule that matches from the top:
 
-- harness SDK: the ``openai`` / ``httpx`` / ``httpcore`` / ``anyio`` client side;
+- harness SDK: the ``openai`` / ``httpx2`` / ``httpcore2`` / ``anyio`` client side;
 - gateway: rolltap's gateway, dialects and clients, aiohttp's server and client;
 - store: rolltap's store (writer thread and commits), SQLAlchemy, sqlite3;
 - rollouts: the runner, recorder, results and summaries (rolltap.rollouts / results);
@@ -17,6 +17,10 @@ by the frames on its stack, the first rule that matches from the top:
 
     python benchmarks/cpu_split.py              # -c 512 (needs py-spy: the bench extra)
     python benchmarks/cpu_split.py -c 128 --rate 200
+    python benchmarks/cpu_split.py -c 2048 --workers 2   # the driver and its workers apart
+
+With ``--workers N`` py-spy follows the eval's worker processes too (``--subprocesses``)
+and the table has one column per kind of process.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ _GATEWAY = ("rolltap/gateway/", "rolltap/dialects/", "rolltap/clients/", "rollta
 #: (part, markers in a frame's text), first match over the whole stack wins
 RULES: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("rolltap/store/", "sqlalchemy/", "sqlite3/", "aiosqlite/")),
-    ("harness SDK", ("openai/", "httpx/", "httpcore/", "anyio/", "h11/")),
+    ("harness SDK", ("openai/", "httpx2/", "httpcore2/", "anyio/", "h11/", "sniffio/")),
     ("gateway", _GATEWAY),
     ("rollouts", ("rolltap/rollouts/", "rolltap/results/", "rolltap/events/")),
 ]
@@ -54,13 +58,20 @@ def part_of(stack: str) -> str:
     return PARTS[-1]
 
 
-def split(collapsed: Path) -> Counter[str]:
-    """Samples per part from py-spy's ``--format raw`` (collapsed stacks) output."""
-    counts: Counter[str] = Counter()
+def process_of(stack: str) -> str:
+    """``workers`` for a sample of a worker process, else ``eval`` (py-spy names the
+    process, and the parent it was started from, as frames of their own)."""
+    names = [frame for frame in stack.split(";") if frame.startswith("process ")]
+    return "workers" if names and "rolltap.serve.worker" in names[-1] else "eval"
+
+
+def split(collapsed: Path) -> Counter[tuple[str, str]]:
+    """Samples per (process, part) from py-spy's ``--format raw`` (collapsed stacks)."""
+    counts: Counter[tuple[str, str]] = Counter()
     for line in collapsed.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         if stack:
-            counts[part_of(stack)] += int(n)
+            counts[(process_of(stack), part_of(stack))] += int(n)
     return counts
 
 
@@ -74,6 +85,7 @@ def main() -> int:
     parser.add_argument("-c", type=int, default=512, help="rollouts (one wave, all at once)")
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples a second")
     parser.add_argument("--stacks", type=Path, help="keep py-spy's collapsed stacks here")
+    parser.add_argument("--workers", default="0", help="the eval's --workers (0: one process)")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -90,11 +102,11 @@ def main() -> int:
         tasks.write_bytes(orjson.dumps({"id": "t", "messages": messages, "info": {"regex": "."}}))
         out = Path(tmp) / "stacks.txt"
         command = [
-            spy, "record", "--gil", "--rate", str(args.rate), "--format", "raw",
+            spy, "record", "--gil", "--subprocesses", "--rate", str(args.rate), "--format", "raw",
             "--output", str(out), "--",
             sys.executable, "-m", "rolltap", "eval", str(tasks), "--harness", "chat",
             "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "sim", "-r", str(args.c),
-            "-c", str(args.c), "--workers", "0", "--reward", "regex", "--json",
+            "-c", str(args.c), "--workers", args.workers, "--reward", "regex", "--json",
             "--store", f"sqlite:///{tmp}/cpu.db",
         ]  # fmt: skip
         started, before = time.monotonic(), _children_cpu()
@@ -114,10 +126,12 @@ def main() -> int:
     print(f"\n-c {args.c}: {calls} model calls, {wall:.0f} s; {total} samples holding the GIL at "
           f"{args.rate}/s = {ms_a_call:.2f} ms a call; the process's CPU (py-spy's "
           f"included) {1000 * cpu / max(calls, 1):.2f} ms a call")  # fmt: skip
-    print(f"{'part':<20}{'share':>7}{'ms a call':>11}")
+    processes = ["eval"] + (["workers"] if args.workers != "0" else [])
+    print(f"{'part':<20}{'share':>7}{'ms a call':>11}" + "".join(f"{p:>10}" for p in processes))
     for part in PARTS:
-        share = counts[part] / max(total, 1)
-        print(f"{part:<20}{share:>7.0%}{share * ms_a_call:>11.2f}")
+        n = sum(counts[(p, part)] for p in processes)
+        apart = "".join(f"{ms_a_call * counts[(p, part)] / max(total, 1):>10.2f}" for p in processes)
+        print(f"{part:<20}{n / max(total, 1):>7.0%}{n / max(total, 1) * ms_a_call:>11.2f}{apart}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -14,7 +15,8 @@ from rolltap.events import EventKind, EventLog
 from rolltap.results.rollout import RolloutResult
 from rolltap.results.summary import summarize
 from rolltap.store import SchemaVersionError, Store, upgrade
-from rolltap.store.rollup_sql import rebuild_rollups
+from rolltap.store.rollup import Facts, Rollup
+from rolltap.store.rollup_sql import apply_rollup, rebuild_rollups
 from rolltap.store.schema import run_stats, sessions, task_stats
 from rolltap.store.url import backend_of, to_sqlalchemy_url
 
@@ -34,7 +36,48 @@ def _ended(log: EventLog, status: str, ts: float, **extra: Any) -> None:
     log.append(EventKind.STATUS, {"status": status, **extra}, ts=ts)
 
 
+def _upsert_cache_tags(records: list[logging.LogRecord]) -> list[str]:
+    """What SQLAlchemy's echo said of each rollup upsert's compiled form: the tag of the
+    parameters line that follows the statement (``[generated in …]``, ``[cached since …]``,
+    ``[no key …]``: "Estimating Cache Performance Using Logging" in its docs)."""
+    messages = [record.getMessage() for record in records]
+    return [
+        after.split("]")[0] + "]"
+        for message, after in zip(messages, messages[1:], strict=False)
+        if message.startswith("INSERT INTO rolltap_") and "_stats" in message.split("(")[0]
+    ]
+
+
 class SummaryCases:
+    async def test_rollup_upserts_are_compiled_once(
+        self, store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # SQLAlchemy 2.0 gives the dialects' upsert constructs no cache key (compiled at
+        # every execution: a tenth of a --workers driver's CPU); the rollups' upserts must
+        # come from its compiled cache after their first use
+        run = await store.create_run("r")
+        row = {"run_id": run.id, "task_id": "t", "status": "failed", "created_at": 1.0,
+               "reward": 0.5, "error_code": "upstream_timeout", "error_message": "slow",
+               "prompt_tokens": 3, "completion_tokens": 2, "duration_s": 1.5}  # fmt: skip
+        caplog.set_level(logging.INFO, logger="sqlalchemy.engine.Engine")
+        engine = create_async_engine(to_sqlalchemy_url(store_url))
+        try:
+            for _ in range(3):
+                rollup = Rollup()
+                rollup.add(Facts.of_row(row))
+                async with engine.begin() as conn:
+                    await apply_rollup(conn, rollup)
+        finally:
+            await engine.dispose()
+        tags = _upsert_cache_tags(caplog.records)
+        assert len(tags) == 6, tags  # two upserts (tasks, stats) a rollup
+        assert [tag.startswith("[cached since") for tag in tags[2:]] == [True] * 4, tags
+        async with store.engine.connect() as conn:
+            query = sa.select(run_stats.c.n).where(
+                run_stats.c.run_id == run.id, run_stats.c.stat == "error"
+            )
+            assert (await conn.execute(query)).scalar_one() == 3
+
     async def test_commits_keep_tokens_duration_task_and_error_columns(self, store: Store) -> None:
         run = await store.create_run("r")
         session = await store.create_session(run.id, task={"task_id": "t7", "sample": 0})

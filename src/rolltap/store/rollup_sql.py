@@ -12,8 +12,9 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, case, delete, select, tuple_
+from sqlalchemy import Table, TextClause, bindparam, case, delete, select, text, tuple_
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from rolltap.store.rollup import NO_TASK, Facts, Rollup
@@ -40,11 +41,23 @@ async def facts_of(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Facts
 
 
 @functools.cache
-def _upsert(name: str, table: Table, adds: tuple[str, ...], first: bool = False) -> Any:
+def _upsert(name: str, table: Table, adds: tuple[str, ...], first: bool = False) -> TextClause:
     """The upsert (for dialect ``name``) adding columns ``adds`` to existing rows; with
     ``first``, an error's ``message``/``first_at`` replaced when the new one is earlier.
-    Built once per shape: every transaction of a wave runs the same two, and building
-    them was a tenth of a ``--workers`` driver's CPU (benchmarks/scale.py, py-spy)."""
+
+    Built and compiled once per shape, as a typed ``text()``: SQLAlchemy 2.0 gives the
+    dialects' ``ON CONFLICT`` / ``ON DUPLICATE KEY`` inserts no cache key, so it compiled
+    them again at every execution — a tenth of a ``--workers`` driver's CPU at 2,048
+    rollouts (benchmarks/cpu_split.py). A ``text()`` with its binds typed is cached."""
+    dialect, statement = _upsert_statement(name, table, adds, first)
+    binds = [bindparam(column.name, type_=column.type) for column in table.columns]
+    return text(str(statement.compile(dialect=dialect))).bindparams(*binds)
+
+
+def _upsert_statement(
+    name: str, table: Table, adds: tuple[str, ...], first: bool
+) -> tuple[Dialect, Any]:
+    """The upsert as a construct, with a dialect that compiles it with ``:named`` binds."""
     if name in ("mysql", "mariadb"):
         mstmt = mysql.insert(table)
         new: Any = mstmt.inserted
@@ -52,14 +65,16 @@ def _upsert(name: str, table: Table, adds: tuple[str, ...], first: bool = False)
         sets: list[tuple[str, Any]] = [(c, table.c[c] + new[c]) for c in adds]
         if first:
             sets += _first_sets(table, new)
-        return mstmt.on_duplicate_key_update(sets)
-    stmt = (postgresql.insert if name == "postgresql" else sqlite.insert)(table)
+        return mysql.dialect(paramstyle="named"), mstmt.on_duplicate_key_update(sets)
+    module = postgresql if name == "postgresql" else sqlite
+    stmt = module.insert(table)
     new = stmt.excluded
     values = dict(
         [(c, table.c[c] + new[c]) for c in adds] + (_first_sets(table, new) if first else [])
     )
     keys = [c.name for c in table.primary_key.columns]
-    return stmt.on_conflict_do_update(index_elements=keys, set_=values)
+    upsert = stmt.on_conflict_do_update(index_elements=keys, set_=values)
+    return module.dialect(paramstyle="named"), upsert
 
 
 def _first_sets(table: Table, new: Any) -> list[tuple[str, Any]]:
