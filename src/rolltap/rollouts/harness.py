@@ -28,10 +28,12 @@ class HarnessContext:
     ``sampling`` holds the run's sampling overrides (the gateway applies them to every
     request; harnesses may pass them too). ``log`` is the rollout's event log: a harness
     may append its own events (e.g. ``harness_output``). ``http_client`` is this rollout's
-    HTTP client, owned and closed by the runner and cheap to build (it shares one TLS
-    context): pass it to an SDK (``AsyncOpenAI(http_client=ctx.http_client)``) rather
-    than letting the SDK build its own, which loads the CA store (tens of ms of CPU) and
-    convoys a wave of thousands of rollouts (see
+    HTTP client, owned and closed by the runner and cheap to build: its requests go out
+    on the run's connections (:mod:`rolltap.rollouts.harness_http`, aiohttp underneath),
+    its cookies and headers are its own. Pass it to an SDK
+    (``AsyncOpenAI(http_client=ctx.http_client)``) rather than letting the SDK build its
+    own, which loads the CA store (tens of ms of CPU), convoys a wave of thousands of
+    rollouts and parses HTTP in pure Python (see
     :func:`rolltap.rollouts.builtin.openai_client`).
     """
 

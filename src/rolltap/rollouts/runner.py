@@ -17,10 +17,12 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
+import aiohttp
 import httpx2
 
 from rolltap.errors import RolltapError, StoreBusyError, StoreError
@@ -35,6 +37,7 @@ from rolltap.results.rollout import (
 )
 from rolltap.results.statuses import HARNESS_RAN_STATUSES, REWARD_ERROR, STALE
 from rolltap.rollouts.harness import Harness, HarnessContext, answer_of
+from rolltap.rollouts.harness_http import harness_session, rollout_client
 from rolltap.rollouts.recorder import SESSION_KEY, SessionStore, StoreRecorder
 from rolltap.rollouts.rewards import Scorer
 from rolltap.rollouts.tasks import Task
@@ -83,7 +86,7 @@ class Runner:
         on_result: Callable[[RolloutResult], None] | None = None,
         user: str | None = None,
         endpoint: str | None = None,
-        ssl_context: ssl.SSLContext | None = None,
+        http_session: aiohttp.ClientSession | None = None,
         admission: Callable[[], Awaitable[None]] | None = None,
         node_id: str | None = None,
         worker_id: str | None = None,
@@ -108,10 +111,9 @@ class Runner:
         self._unsaved = Unsaved()
         self._in_harness: dict[int, asyncio.Task[Any]] = {}
         self._t0 = time.monotonic()
-        # Building an httpx client loads the CA store (tens of ms of CPU); a wave of
-        # thousands of rollouts would convoy on it, so all of them share one context.
-        # (a long-lived owner of many runners, like a serve worker, passes its own)
-        self._ssl = ssl_context or ssl.create_default_context()
+        #: the connections under every rollout's ``ctx.http_client``: one session for
+        #: the run (a long-lived owner of many runners, like a serve worker, passes its own)
+        self._http, self._own_http = http_session, http_session is None
 
     def stop(self) -> None:
         """Admit no more rollouts and cancel the harnesses in flight (→ ``cancelled``)."""
@@ -137,7 +139,7 @@ class Runner:
         """Run ``items``, at most ``c`` registered at a time; the results in finish order."""
         self._t0 = time.monotonic()
         slots = asyncio.Semaphore(self.c)
-        async with asyncio.TaskGroup() as group:
+        async with self._harness_http(), asyncio.TaskGroup() as group:
             for item in items:
                 await slots.acquire()
                 if self.shared_slots is not None:
@@ -149,6 +151,20 @@ class Runner:
                 self.admitted += 1
                 group.create_task(self._guarded(item, slots))
         return self.results
+
+    @asynccontextmanager
+    async def _harness_http(self) -> AsyncIterator[None]:
+        """The run's HTTP session, unless its owner gave one (closed by its owner)."""
+        if not self._own_http:
+            yield
+            return
+        # one TLS context for the run: building one loads the CA store (tens of ms)
+        async with harness_session(ssl.create_default_context()) as session:
+            self._http = session
+            try:
+                yield
+            finally:
+                self._http = None
 
     def _free(self, slots: asyncio.Semaphore) -> None:
         """Give back a rollout's place: its run's, and the shared one it held."""
@@ -254,12 +270,9 @@ class Runner:
         timeout = self.limits.timeout_s if self.limits else None
         self._in_harness[key] = current
         try:
-            # One HTTP client per rollout, not one shared pool: httpcore scans its
-            # whole pool on every request, quadratic in the rollouts in flight.
-            async with (
-                asyncio.timeout(timeout) as scope,
-                httpx2.AsyncClient(verify=self._ssl, timeout=None) as http,
-            ):
+            # an HTTP client of the rollout's own, on the run's connections
+            assert self._http is not None, "a rollout runs inside Runner.run"
+            async with asyncio.timeout(timeout) as scope, rollout_client(self._http) as http:
                 answer = answer_of(await self.harness(task, self._context(rollout, http)))
             return _Outcome("completed", answer=answer.answer)
         except asyncio.CancelledError:

@@ -10,10 +10,11 @@ spec and reused.
 
 from __future__ import annotations
 
-import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import aiohttp
 
 from rolltap.errors import ConfigError, StoreError
 from rolltap.gateway import Gateway, RolloutLimits
@@ -138,16 +139,16 @@ class JobRunFactory:
         store: SessionStore,
         recorder: StoreRecorder,
         *,
+        http: aiohttp.ClientSession,
         node: str | None = None,
     ) -> None:
         self.config, self.gateway, self.store, self.recorder = config, gateway, store, recorder
+        #: the connections of every rollout's harness (the worker's, closed by it)
+        self.http = http
         #: where this worker's sessions say they ran (its node, its slot)
         self.node, self.worker_id = node, f"w{config.index}"
         self._models = {ep.name: ep.model for ep in config.endpoints}
         self._harnesses: dict[tuple[str, str | None, str | None], Harness] = {}
-        # one TLS context for every rollout of this worker: building one loads the CA
-        # store (~40 ms of CPU and much memory), far too much per rollout
-        self._ssl = ssl.create_default_context()
         self._scorers: dict[tuple[str, ...], Scorer] = {}
         self._unsaved = UnsavedFiles(config.unsaved_dir, config.index)
 
@@ -196,7 +197,7 @@ class JobRunFactory:
                 gateway=self.gateway, store=job.store, observer=self.recorder,
                 run_id=job.run_id, harness=self._harness(spec), scorer=self._scorer(spec),
                 model=self._models[endpoint], c=1, limits=self._limits(spec),
-                sampling=spec.sampling, user=spec.user, endpoint=endpoint, ssl_context=self._ssl,
+                sampling=spec.sampling, user=spec.user, endpoint=endpoint, http_session=self.http,
                 node_id=self.node, worker_id=self.worker_id,
             )  # fmt: skip
         except ConfigError as err:
