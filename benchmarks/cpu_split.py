@@ -130,8 +130,11 @@ def main() -> int:
     print(f"{'part':<20}{'share':>7}{'ms a call':>11}" + "".join(f"{p:>10}" for p in processes))
     for part in PARTS:
         n = sum(counts[(p, part)] for p in processes)
-        apart = "".join(f"{ms_a_call * counts[(p, part)] / max(total, 1):>10.2f}" for p in processes)
-        print(f"{part:<20}{n / max(total, 1):>7.0%}{n / max(total, 1) * ms_a_call:>11.2f}{apart}")
+        share = n / max(total, 1)
+        apart = "".join(
+            f"{ms_a_call * counts[(p, part)] / max(total, 1):>10.2f}" for p in processes
+        )
+        print(f"{part:<20}{share:>7.0%}{share * ms_a_call:>11.2f}{apart}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from typing import Any
@@ -43,7 +44,7 @@ def _upsert_cache_tags(records: list[logging.LogRecord]) -> list[str]:
     messages = [record.getMessage() for record in records]
     return [
         after.split("]")[0] + "]"
-        for message, after in zip(messages, messages[1:], strict=False)
+        for message, after in itertools.pairwise(messages)
         if message.startswith("INSERT INTO rolltap_") and "_stats" in message.split("(")[0]
     ]
 
