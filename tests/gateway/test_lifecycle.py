@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from helpers import ADMIN_HEADERS, GatewayFactory, events, openai_client, register, settle
+from rolltap.config import Timeouts
 from rolltap.gateway import Gateway
 from rolltap.sim import Simulator
 
@@ -120,6 +121,37 @@ async def test_abort_cancels_in_flight_calls_and_keeps_the_shared_client(
     assert reply.choices[0].message.content
     snap = gateway.pool.snapshot()
     assert snap.clients == 1 and snap.constructions == 1
+
+
+async def test_a_call_waiting_for_a_pooled_connection_is_not_a_connect_timeout(
+    make_gateway: GatewayFactory, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    """The connect timeout bounds making a connection, not the wait for one of the
+    endpoint's ``max_connections``: that wait once failed calls as ``upstream_timeout``."""
+    gateway: Gateway = await make_gateway(max_connections=1, timeouts=Timeouts(connect=0.05))
+    gate = sim.gate("busy")
+    a, b = await register(http, gateway), await register(http, gateway)
+    messages: Any = [{"role": "user", "content": "hi"}]
+    async with openai_client(a, default_headers={"x-sim-gate": "busy"}) as client_a:
+        first = asyncio.ensure_future(
+            client_a.chat.completions.create(model="m", messages=messages)
+        )
+        try:
+            await gate.wait_reached()  # the one connection is busy
+            async with openai_client(b) as client_b:
+                second = asyncio.ensure_future(
+                    client_b.chat.completions.create(model="m", messages=messages)
+                )
+                await settle(lambda: gateway.snapshot()["intercepts"] == 2)
+                # the second call waits for the connection, far past the connect timeout
+                await asyncio.sleep(0.5)
+                assert not second.done()
+                gate.open()
+                replies = [await first, await second]
+        finally:
+            first.cancel()
+    assert all(reply.choices[0].message.content for reply in replies)
+    assert sim.stats.connections == 1
 
 
 async def test_two_hundred_rollouts_share_one_client_within_its_connection_limit(

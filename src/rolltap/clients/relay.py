@@ -159,23 +159,17 @@ class RelayClient:
 
     kind = "relay"
 
-    def __init__(
-        self, endpoint: EndpointConfig, credential: str | None, *, replica: bool = False
-    ) -> None:
-        """``replica``: the client of one replica of a replicated endpoint. Its connect
-        timeout then bounds only the connection's establishment (aiohttp's ``connect``
-        also covers waiting for a free pooled connection, which would make a busy
-        client look like a replica that is down)."""
+    def __init__(self, endpoint: EndpointConfig, credential: str | None) -> None:
+        """The connect timeout bounds only the connection's establishment: aiohttp's
+        ``connect`` also covers waiting for a free pooled connection, which would fail
+        calls queued behind ``max_connections`` busy ones as ``upstream_timeout`` (and
+        make a busy replica look down); a queued call waits, bounded by ``total`` and by
+        its rollout's timeout."""
         self.endpoint = endpoint
         t = endpoint.timeouts
-        if replica:
-            self._timeout = aiohttp.ClientTimeout(
-                total=t.total, sock_connect=t.connect, sock_read=t.read
-            )
-        else:
-            self._timeout = aiohttp.ClientTimeout(
-                total=t.total, connect=t.connect, sock_read=t.read
-            )
+        self._timeout = aiohttp.ClientTimeout(
+            total=t.total, sock_connect=t.connect, sock_read=t.read
+        )
         # the headers every request gets (the later of two spellings of a name wins):
         # built once, as a client's endpoint and credential never change
         fixed: CIMultiDict[str] = CIMultiDict()

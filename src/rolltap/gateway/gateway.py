@@ -193,8 +193,7 @@ class Gateway:
         replicated = bool(endpoint.replicas)
         for url in endpoint.replica_urls:
             at = endpoint.for_replica(url) if replicated else endpoint
-            lease = await self._borrow(at, credential, None, "tokenizer-check",
-                                       replica=replicated)  # fmt: skip
+            lease = await self._borrow(at, credential, None, "tokenizer-check")
             try:
                 async with pool.acquire() as renderer:
                     await check_tokenizer(at, lease.client, renderer)
@@ -285,28 +284,25 @@ class Gateway:
 
         async def borrow(url: str) -> Lease[RelayClient]:
             at = replicas.endpoint(url)
-            return await self._borrow(at, credential, user, holder, replica=True)
+            return await self._borrow(at, credential, user, holder)
 
         return ReplicaPin(holder, replicas.set, replicas.set.register(holder), borrow)
 
     async def _borrow(
-        self, ep: EndpointConfig, credential: str | None, user: str | None, holder: str,
-        *, replica: bool = False,
-    ) -> Lease[RelayClient]:  # fmt: skip
+        self, ep: EndpointConfig, credential: str | None, user: str | None, holder: str
+    ) -> Lease[RelayClient]:
         """The model client for this identity, from the pool (shared, or built once)."""
 
         async def build() -> RelayClient:
-            return RelayClient(ep, credential, replica=replica)
+            return RelayClient(ep, credential)
 
         key = ep.identity(credential=credential, user=user)
-        if replica:  # its timeouts differ from a plain endpoint's at the same URL
-            key += ".replica"
         return await self.pool.borrow(key, build, holder=holder)
 
     async def _policy_borrow(
         self, ep: EndpointConfig, credential: str | None
     ) -> Lease[RelayClient]:
-        return await self._borrow(ep, credential, None, "policy", replica=bool(ep.replicas))
+        return await self._borrow(ep, credential, None, "policy")
 
     # -- policy (a trainer's weight updates) ------------------------------------------
 
