@@ -132,24 +132,29 @@ async def test_a_call_waiting_for_a_pooled_connection_is_not_a_connect_timeout(
     gate = sim.gate("busy")
     a, b = await register(http, gateway), await register(http, gateway)
     messages: Any = [{"role": "user", "content": "hi"}]
-    async with openai_client(a, default_headers={"x-sim-gate": "busy"}) as client_a:
+    async with (
+        openai_client(a, default_headers={"x-sim-gate": "busy"}) as client_a,
+        openai_client(b) as client_b,
+    ):
         first = asyncio.ensure_future(
             client_a.chat.completions.create(model="m", messages=messages)
         )
+        second: asyncio.Future[Any] | None = None
         try:
             await gate.wait_reached()  # the one connection is busy
-            async with openai_client(b) as client_b:
-                second = asyncio.ensure_future(
-                    client_b.chat.completions.create(model="m", messages=messages)
-                )
-                await settle(lambda: gateway.snapshot()["intercepts"] == 2)
-                # the second call waits for the connection, far past the connect timeout
-                await asyncio.sleep(0.5)
-                assert not second.done()
-                gate.open()
-                replies = [await first, await second]
+            second = asyncio.ensure_future(
+                client_b.chat.completions.create(model="m", messages=messages)
+            )
+            await settle(lambda: gateway.snapshot()["intercepts"] == 2)
+            # the second call waits for the connection, far past the connect timeout
+            await asyncio.sleep(0.5)
+            assert not second.done()
+            gate.open()
+            replies = [await first, await second]
         finally:
-            first.cancel()
+            for call in (first, second):
+                if call is not None:
+                    call.cancel()
     assert all(reply.choices[0].message.content for reply in replies)
     assert sim.stats.connections == 1
 

@@ -153,8 +153,12 @@ def cut_short(answer: TokenAnswer, tokens: int) -> TokenAnswer:
                    text=text, finish="abort", stop_reason=None)  # fmt: skip
 
 
-def _rng(seed: int, what: str, ids: tuple[int, ...]) -> random.Random:
-    digest = hashlib.sha256(orjson.dumps(ids)).hexdigest()
+def _digest(ids: tuple[int, ...]) -> str:
+    """What a prompt's draws are seeded with, and its recent answer found by."""
+    return hashlib.sha256(orjson.dumps(ids)).hexdigest()
+
+
+def _rng(seed: int, what: str, digest: str) -> random.Random:
     return random.Random(f"{seed}:{what}:{digest}")
 
 
@@ -182,16 +186,16 @@ def _tool_listed(ids: tuple[int, ...]) -> tuple[str, Any]:
     return "tool", None
 
 
-def _reasoning(prompt: TokenPrompt, config: SimConfig) -> str:
+def _reasoning(config: SimConfig, digest: str) -> str:
     if not config.reasoning_tokens:
         return ""
-    rng = _rng(config.seed, "reasoning", prompt.ids)
+    rng = _rng(config.seed, "reasoning", digest)
     words = " ".join(rng.choice(WORDS) for _ in range(config.reasoning_tokens))
     return f"<think>\n{words}\n</think>\n\n"
 
 
-def _content(prompt: TokenPrompt, config: SimConfig) -> list[int]:
-    reasoning = _reasoning(prompt, config)
+def _content(prompt: TokenPrompt, config: SimConfig, digest: str) -> list[int]:
+    reasoning = _reasoning(config, digest)
     marker = _wants_tool(prompt.ids, config)
     if marker is not None:
         name, parameters = _tool_listed(prompt.ids[marker + 1 :])
@@ -199,7 +203,7 @@ def _content(prompt: TokenPrompt, config: SimConfig) -> list[int]:
         # json, not orjson: spaced like a model writes it (``{"name": "f", …}``)
         text = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
         return [*VOCAB.encode(reasoning + text), VOCAB.eos]
-    rng = _rng(config.seed, "words", prompt.ids)
+    rng = _rng(config.seed, "words", digest)
     words = [rng.choice(WORDS) for _ in range(config.completion_tokens)]
     # Whole words encode to one id each: a word, then space-prefixed words.
     return [*VOCAB.encode(reasoning + " ".join(words)), VOCAB.eos]
@@ -250,14 +254,14 @@ _RECENT_MAX = 256
 
 
 def _drawn_for(ids: tuple[int, ...], model: str, config: SimConfig) -> Drawn:
-    digest = hashlib.sha256(orjson.dumps(ids)).digest()
+    digest = _digest(ids)  # once: the key and every draw's seed
     key = (digest, config.seed, config.completion_tokens, config.reasoning_tokens,
            config.tool_marker)  # fmt: skip
     if (hit := _RECENT.get(key)) is not None:
         _RECENT.move_to_end(key)
         return hit
-    drawn = tuple(_content(TokenPrompt(model, ids), config))
-    rng = _rng(config.seed, "logprobs", ids)
+    drawn = tuple(_content(TokenPrompt(model, ids), config, digest))
+    rng = _rng(config.seed, "logprobs", digest)
     _RECENT[key] = found = drawn, tuple(-round(rng.random() * 2.0, 4) for _ in drawn)
     if len(_RECENT) > _RECENT_MAX:
         _RECENT.popitem(last=False)
