@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 from typing import Any
 
 import aiohttp
@@ -16,6 +17,7 @@ from aiohttp import web
 
 from gateway.policykit import Engine, engines_and_gateway, gateway_over
 from helpers import events, register, settle
+from rolltap.clients.sent_body import SentOnce
 from rolltap.config import EndpointConfig
 from upstreams import CHAT_ANSWER, serving
 
@@ -45,7 +47,8 @@ def _messages_body(history: list[dict[str, Any]]) -> dict[str, Any]:
 async def _post(http: aiohttp.ClientSession, url: str, key: str, body: bytes) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}", "x-api-key": key,
                "Content-Type": "application/json", "anthropic-version": "2023-06-01"}  # fmt: skip
-    async with http.post(url, data=body, headers=headers) as resp:
+    # a file: aiohttp warns of raw bytes over 1 MB, which would fail the test's own client
+    async with http.post(url, data=io.BytesIO(body), headers=headers) as resp:
         assert resp.status == 200, await resp.text()
         answer: dict[str, Any] = await resp.json()
         return answer
@@ -122,3 +125,79 @@ async def test_a_relay_that_changes_nothing_sends_the_bytes_it_got(
         assert orjson.loads(got[0]) == {**orjson.loads(body), "model": model_sent}
     (request,) = [e["payload"] for e in recorded if e["kind"] == "model_request"]
     assert request["messages"] == [{"content": "hi", "role": "user"}]
+
+
+async def test_a_call_waiting_on_the_upstream_holds_none_of_its_bytes(
+    http: aiohttp.ClientSession,
+) -> None:
+    """The bytes sent (the history's size again) are let go of once written: what a call
+    waiting for its answer still has is an empty payload. The body is over aiohttp's
+    1 MB mark for raw bytes, which warns (an error here) when sent as ``bytes``."""
+    got: list[int] = []
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def chat(request: web.Request) -> web.Response:
+        got.append(len(await request.read()))
+        arrived.set()
+        await release.wait()
+        return web.json_response(CHAT_ANSWER)
+
+    app = web.Application(client_max_size=8 << 20)
+    app.router.add_post("/v1/chat/completions", chat)
+    history = [{"role": "user", "content": MARKER + "y" * (2 << 20)}]
+    body = orjson.dumps(_messages_body(history))
+    async with (
+        serving(app) as url,
+        gateway_over(EndpointConfig(base_url=url + "/v1", model="m")) as gateway,
+    ):
+        rollout = await register(http, gateway)
+        async with asyncio.TaskGroup() as tasks:
+            call = tasks.create_task(
+                _post(http, rollout["openai_base_url"] + "/chat/completions",
+                      rollout["api_key"], body)
+            )  # fmt: skip
+            try:
+                await arrived.wait()
+                payloads = [obj for obj in gc.get_objects() if type(obj) is SentOnce]
+            finally:
+                release.set()
+        assert call.result()
+        recorded = await events(http, gateway, rollout["id"])
+    assert got == [len(body)]
+    assert payloads
+    assert all(p.consumed and p.size == len(body) for p in payloads)
+    (request,) = [e["payload"] for e in recorded if e["kind"] == "model_request"]
+    assert request["messages"] == history
+
+
+async def test_an_upstream_redirect_is_named_not_followed(http: aiohttp.ClientSession) -> None:
+    """The body is not kept to send again: a redirect is a ``base_url`` to fix, said so."""
+    seen: list[str] = []
+
+    async def moved(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        raise web.HTTPTemporaryRedirect("/v2/chat/completions")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", moved)
+    app.router.add_post("/v2/chat/completions", moved)
+    async with (
+        serving(app) as url,
+        gateway_over(EndpointConfig(base_url=url + "/v1", model="m")) as gateway,
+    ):
+        rollout = await register(http, gateway)
+        async with http.post(
+            rollout["openai_base_url"] + "/chat/completions",
+            json=_messages_body([{"role": "user", "content": "hi"}]),
+            headers={"Authorization": f"Bearer {rollout['api_key']}"},
+        ) as resp:
+            status, answer = resp.status, await resp.json()
+        recorded = await events(http, gateway, rollout["id"])
+    assert seen == ["/v1/chat/completions"]
+    assert status == 502
+    assert answer["error"]["code"] == "upstream_bad_response"
+    assert "307" in answer["error"]["message"]
+    assert "/v2/chat/completions" in answer["error"]["message"]
+    assert "base_url" in answer["error"]["message"]
+    (error,) = [e["payload"] for e in recorded if e["kind"] == "model_error"]
+    assert error["code"] == "upstream_bad_response"

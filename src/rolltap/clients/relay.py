@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.payload import Payload
 from multidict import CIMultiDict
 
 from rolltap.clients.base import join_url
@@ -143,6 +144,22 @@ class UpstreamResponse:
             raise translate_error(exc) from exc
 
 
+#: what a client following redirects would resend the body on (a 301/302/303 it would
+#: resend as a GET, without one)
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _redirected(status: int, location: str | None) -> UpstreamError:
+    """An endpoint that redirects its calls is a misconfigured ``base_url``: followed, each
+    call would cost a round trip more, and the body sent is not kept to send again
+    (:class:`~rolltap.clients.sent_body.SentOnce`)."""
+    where = f" to {location}" if location else ""
+    return UpstreamProtocolError(
+        f"upstream answered {status}, a redirect{where}, which rolltap does not follow: "
+        "set the endpoint's base_url to where it points"
+    )
+
+
 def translate_error(exc: BaseException) -> UpstreamError:
     """Map an aiohttp/asyncio error to rolltap's upstream error tree."""
     if isinstance(exc, TimeoutError):
@@ -223,13 +240,14 @@ class RelayClient:
     async def send(
         self,
         path: str,
-        body: bytes,
+        body: bytes | Payload,
         harness_headers: Mapping[str, str],
         *,
         rollout_id: str,
         from_root: bool = False,
     ) -> AsyncIterator[UpstreamResponse]:
         """POST ``body`` to the endpoint's ``path``; the response lives inside the block.
+        A redirect is answered ``upstream_bad_response``, not followed.
 
         ``from_root``: ``path`` is from the server's root, not from ``base_url`` (llama.cpp's
         own ``/completion`` beside its OpenAI-compatible ``/v1``).
@@ -246,9 +264,14 @@ class RelayClient:
             url = self._urls[key] = join_url(base, path)
         headers = self.upstream_headers(harness_headers, rollout_id)
         try:
-            response = await self._client_session().post(url, data=body, headers=headers)
+            response = await self._client_session().post(
+                url, data=body, headers=headers, allow_redirects=False
+            )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise translate_error(exc) from exc
+        if response.status in _REDIRECTS:
+            response.close()
+            raise _redirected(response.status, response.headers.get("Location"))
         try:
             yield UpstreamResponse(response.status, response.headers, response)
         finally:

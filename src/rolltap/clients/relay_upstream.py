@@ -48,6 +48,7 @@ from multidict import CIMultiDict
 from rolltap.clients.capture import ServerCapture, capture_rewrites, captured_fields
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.relay_drift import RelayTurns
+from rolltap.clients.sent_body import SentOnce
 from rolltap.clients.upstream import Answer, ModelRequest, Reply, UpstreamRequest
 from rolltap.config import EndpointConfig
 from rolltap.dialects.registry import get_dialect
@@ -66,11 +67,12 @@ class RelayRequest(UpstreamRequest):
     and, when translated, the harness's headers less those dropped (None: all of them).
 
     ``data``: the body's bytes, made once its rewrites are done — what is sent, so the
-    body itself (the history's size) need not outlive its request event."""
+    body itself (the history's size) need not outlive its request event; let go of once
+    written, so a call waiting for its answer holds neither (:class:`SentOnce`)."""
 
     capture: ServerCapture | None = dataclasses.field(default=None, kw_only=True)
     headers: Mapping[str, str] | None = dataclasses.field(default=None, kw_only=True)
-    data: bytes = dataclasses.field(kw_only=True)
+    data: SentOnce = dataclasses.field(kw_only=True)
 
 
 class RelayUpstream:
@@ -107,12 +109,12 @@ class RelayUpstream:
         if self.turns is None:
             raw = call.raw if body is call.body and not rewrites else None  # nothing changed
             data = dumps_kept(body) if raw is None else raw
-            return RelayRequest(kept, body, rewrites, headers=headers, data=data)
+            return RelayRequest(kept, body, rewrites, headers=headers, data=SentOnce(data))
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()
         )
         return RelayRequest(kept, body, rewrites + more, capture=capture, headers=headers,
-                            data=dumps_kept(body))  # fmt: skip
+                            data=SentOnce(dumps_kept(body)))  # fmt: skip
 
     @asynccontextmanager
     async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:

@@ -50,7 +50,7 @@ from rolltap.dialects.canonical import Dialect, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError
 from rolltap.gateway.answer_record import answer_recorded
-from rolltap.gateway.call_events import CallEvents
+from rolltap.gateway.call_events import CallEvents, DeferredRequests
 from rolltap.gateway.conversation import Found
 from rolltap.gateway.relay_body import is_relay
 from rolltap.gateway.replay import (
@@ -106,19 +106,21 @@ class ModelCall(CallEvents):
     them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
 
     __slots__ = (
-        "canonical", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
+        "canonical", "deferred", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
         "reply_dialect", "request", "response", "upstream",
     )  # fmt: skip
 
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
-        lookup: Lookup = NOT_A_RETRY, found: Found | None = None, arrived: float | None = None,
-        raw: bytes | None = None,
+        deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
+        arrived: float | None = None, raw: bytes | None = None,
     ) -> None:  # fmt: skip
         super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found,
                          arrived=arrived)  # fmt: skip
         self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
+        #: where its request event waits to be written once the request has left
+        self.deferred = deferred
         #: the body's bytes as read, until the upstream has made its request of them
         self.raw = raw if is_relay(harness.name, self.upstream_name) else None
         #: the answer in the canonical model when delivery made it, and the dialect of the
@@ -162,7 +164,7 @@ class ModelCall(CallEvents):
         rollout.admit_policy()
         if rollout.gate is not None:
             self.sent_version = rollout.gate.version
-        self.defer_request(sent)
+        self.defer_request(sent, self.deferred)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         queued = time.perf_counter()
         async with self.cuttable(), slot:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from rolltap.clients.relay_upstream import RelayRequest
 from rolltap.clients.upstream import Reply, UpstreamRequest
@@ -27,9 +27,44 @@ from rolltap.gateway.replay import NOT_A_RETRY, Answer, Delivery, Lookup
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
 
-__all__ = ["CallEvents"]
+__all__ = ["CallEvents", "DeferredRequests"]
 
 _MAX_ERROR_BODY = 4096
+
+
+class _Deferred(Protocol):
+    def flush_request(self) -> None: ...
+
+
+class DeferredRequests:
+    """The request events of one gateway's calls written just after their requests left.
+
+    A deferred event is written two turns of the loop later: aiohttp writes a request's
+    body in a task of its own that starts at the next turn (before Python 3.12), so by
+    the second the bytes are on the socket and the work (the conversation index, the
+    event, freeing the parsed history) is done while the upstream works. Until then the
+    call holds its parsed body: a burst of arrivals all parsed in one turn would each
+    keep theirs, so at most ``limit`` wait, and past them an event is written at once.
+    """
+
+    __slots__ = ("limit", "waiting")
+
+    def __init__(self, limit: int = 4) -> None:
+        self.limit = limit
+        #: events deferred and not yet written
+        self.waiting = 0
+
+    def defer(self, call: _Deferred) -> None:
+        if self.waiting >= self.limit:
+            call.flush_request()
+            return
+        self.waiting += 1
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._flush, call)
+
+    def _flush(self, call: _Deferred) -> None:
+        self.waiting -= 1
+        call.flush_request()
 
 
 class CallEvents:
@@ -84,13 +119,12 @@ class CallEvents:
         #: the gateway's policy version when the call left the gate
         self.sent_version: str | None = None
 
-    def defer_request(self, sent: UpstreamRequest) -> None:
-        """Write the request event at the loop's next turn: by then the request is being
-        sent (the upstream call has started and waits on the network), so the work is
-        done while the upstream works. :meth:`flush_request` writes it at once if the
-        call got further, or failed, first."""
+    def defer_request(self, sent: UpstreamRequest, deferred: DeferredRequests) -> None:
+        """Write the request event once the request is on its way (:class:`DeferredRequests`),
+        so the work is done while the upstream works. :meth:`flush_request` writes it at
+        once if the call got further, or failed, first."""
         self.pending = sent
-        asyncio.get_running_loop().call_soon(self.flush_request)
+        deferred.defer(self)
 
     def flush_request(self) -> None:
         """Write the request event if it is still to be written (once; before any

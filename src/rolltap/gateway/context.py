@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rolltap.config import GatewaySettings
+from rolltap.gateway.call_events import DeferredRequests
 from rolltap.gateway.observer import CallTracer, RolloutObserver
 from rolltap.gateway.stats import GatewayStats
 from rolltap.http.auth import AuthThrottle
@@ -27,3 +28,5 @@ class GatewayContext:
     observers: list[RolloutObserver] = field(default_factory=list)
     #: also handed each ended call (spans), when given
     tracer: CallTracer | None = None
+    #: the calls' request events waiting for their requests to leave
+    deferred: DeferredRequests = field(default_factory=DeferredRequests)

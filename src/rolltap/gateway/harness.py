@@ -89,7 +89,7 @@ async def answer_call(
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
-        arrived=arrival.started, raw=raw,
+        arrived=arrival.started, raw=raw, deferred=context.deferred,
     )  # fmt: skip
     call.keep_body = context.tracer is not None  # it records the prompt at the call's end
     del found, raw  # the call drops them once used (each is body-sized)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import web
+from aiohttp import StreamReader, web
 
 from rolltap.errors import BodyTooLargeError, InvalidRequestError, RequestTimeoutError
 
@@ -19,22 +19,31 @@ async def read_body(request: web.Request, limit: int, *, timeout_s: float) -> by
         raise BodyTooLargeError(f"request body of {length} bytes is over the {limit}-byte limit")
     # Read the stream ourselves: Request.read() keeps the bytes on the request for as
     # long as the handler runs — MBs per call for a long multimodal history.
-    body = bytearray()
+    content = request.content
     try:
+        if content.is_eof():  # all of it has arrived: there is nothing to time
+            return await _read(content, length, limit)
         async with asyncio.timeout(timeout_s):
-            first = await request.content.readany()
-            if len(first) == length and request.content.at_eof():
-                return first  # all of it in one piece: no copy
-            body += first
-            while chunk := await request.content.readany():
-                body += chunk
-                if len(body) > limit:
-                    raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
+            return await _read(content, length, limit)
     except TimeoutError:
         raise RequestTimeoutError(
-            f"request body not received within {timeout_s:g}s ({len(body)} bytes came)"
+            f"request body not received within {timeout_s:g}s ({content.total_bytes} bytes came)"
         ) from None
     except web.RequestPayloadError as exc:
         # a body aiohttp could not decode (a bad Content-Encoding, broken chunking)
         raise InvalidRequestError(f"unreadable request body: {exc}") from exc
-    return bytes(body)
+
+
+async def _read(content: StreamReader, length: int | None, limit: int) -> bytes:
+    first = await content.readany()
+    if len(first) == length and content.at_eof():
+        return first  # all of it in one piece: no copy
+    # pieces joined once at the end: one allocation of the body's size (a growing
+    # buffer would be copied as it grows, and copied again into bytes)
+    pieces, size = [first], len(first)
+    while piece := await content.readany():
+        size += len(piece)
+        if size > limit:
+            raise BodyTooLargeError(f"request body is over the {limit}-byte limit")
+        pieces.append(piece)
+    return b"".join(pieces)
