@@ -95,6 +95,10 @@ class History:
     kbytes: float
     total: dict[str, list[float]] = field(default_factory=dict)
     first: dict[str, list[float]] = field(default_factory=dict)
+    #: CPU ms per call of the processes measured (filled in by the caller)
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    #: calls each target took (warm-up included)
+    calls: int = 0
 
     def p50(self, name: str, *, stream: bool = False) -> float:
         return statistics.median((self.first if stream else self.total)[name]) * 1000.0
@@ -110,6 +114,7 @@ async def c1_latencies(
     for t in targets:  # rolltap has seen the history once, as a rollout would have
         await call(http, t, body(base, t, stream=False))
     res = History(n, len(body(base, targets[0], stream=False)) / 1000.0)
+    res.calls = 1 + samples + samples // 2
     for t in targets:
         res.total[t.name], res.first[t.name] = [], []
     for i in range(samples + samples // 2):

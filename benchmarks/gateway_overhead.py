@@ -13,8 +13,10 @@ defaults (routing headers, retry bookkeeping; no OTel, no token capture) with
 
 (a) c = 1, histories of 2 / 20 / 100 / 400 messages (a new turn each call, the rest
     already sent): p50 per call and time to first chunk of a stream, what each adds to
-    direct; goals (issue 28): rolltap on uvloop adds <= 1.2 x what the asyncio relay adds,
-    and its first chunk comes <= 0.3 ms after the asyncio relay's;
+    direct, and the CPU per call of the relay and of rolltap (a third of the calls
+    streamed); goals (issue 28): rolltap on uvloop adds <= 1.2 x what the asyncio relay
+    adds, its first chunk comes <= 0.3 ms after the asyncio relay's, and at 400 messages
+    its CPU per call is <= 1.2 x the relay's;
 (b) 64 rollouts x 100 turns of growing histories, stream and not: calls per second of
     each, each over direct (goal: rolltap on uvloop >= 0.7 x direct), CPU per call;
 (d) for every harness x upstream dialect pair (one gateway process per upstream
@@ -46,6 +48,7 @@ from _procs import cpu_seconds, free_port, rolltap_process, running
 _GOAL_RATIO = 1.2
 _GOAL_RATE = 0.7
 _GOAL_TTFC_MS = 0.3
+_GOAL_CPU = 1.2
 #: the relays measured, asyncio's loop first (the goals' baseline)
 RELAYS = ("relay", "relay-uv", "rolltap", "rolltap-uv")
 
@@ -68,9 +71,10 @@ def print_c1(rows: list[History]) -> None:
     print(
         "| history sent | direct p50 | + relay | + relay uv | + rolltap | + rolltap uv "
         f"| rolltap uv / relay (<= {_GOAL_RATIO}) | direct TTFC | + relay | + rolltap uv "
-        f"| rolltap uv - relay (<= {_GOAL_TTFC_MS} ms) |"
+        f"| rolltap uv - relay (<= {_GOAL_TTFC_MS} ms) | CPU/call relay, rolltap uv "
+        f"(ratio <= {_GOAL_CPU}) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         d = r.p50("direct")
         add = {n: r.p50(n) - d for n in RELAYS}
@@ -81,10 +85,13 @@ def print_c1(rows: list[History]) -> None:
         gap = first["rolltap-uv"] - first["relay"]
         first_ok = "ok" if gap <= _GOAL_TTFC_MS else "MISS"
         added = " | ".join(f"+{add[n]:.3f}" for n in RELAYS)
+        cpu = r.cpu_ms["rolltap-uv"] / r.cpu_ms["relay"]
+        cpu_ok = "ok" if cpu <= _GOAL_CPU else "MISS"
         print(
             f"| {r.messages} messages ({r.kbytes:.0f} KB) | {d:.3f} | {added} | {ratio:.2f} {ok} "
             f"| {fd:.3f} | +{first['relay']:.3f} | +{first['rolltap-uv']:.3f} "
-            f"| {gap:+.3f} {first_ok} |"
+            f"| {gap:+.3f} {first_ok} | {r.cpu_ms['relay']:.3f}, {r.cpu_ms['rolltap-uv']:.3f} "
+            f"({cpu:.2f} {cpu_ok}) |"
         )
 
 
@@ -135,8 +142,11 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
             rows = []
             for n in args.histories:
                 ours = [(await register(http, admin, 1, name))[0] for name, admin in admins.items()]
-                rows.append(await c1_latencies(http, [direct, *bare.values(), *ours], n,
-                                               args.samples))  # fmt: skip
+                cpu0 = {name: cpu_seconds(proc) for name, proc in procs.items()}
+                row = await c1_latencies(http, [direct, *bare.values(), *ours], n, args.samples)
+                row.cpu_ms = {name: (cpu_seconds(proc) - cpu0[name]) * 1000.0 / row.calls
+                              for name, proc in procs.items()}  # fmt: skip
+                rows.append(row)
             print_c1(rows)
             table = []
             for stream in (False, True):
