@@ -8,9 +8,9 @@ and drops them: what a waiting call holds is the kernel's socket buffer, not the
 gateway's heap.
 
 The price: a body sent once cannot be sent again, so the relay client does not follow
-an upstream's redirect (it says where the endpoint points instead, see
-:func:`rolltap.clients.relay.refuse_redirect`). aiohttp never resends a ``POST`` on its
-own (it retries only idempotent methods).
+an upstream's redirect (it answers ``upstream_bad_response`` naming where the endpoint
+points, :meth:`rolltap.clients.relay.RelayClient.send`). aiohttp never resends a
+``POST`` on its own (it retries only idempotent methods).
 
 >>> body = SentOnce(b'{"model": "m"}')
 >>> body.size, body.consumed
