@@ -3,7 +3,7 @@ relay on asyncio's event loop and on uvloop's.
 
     python benchmarks/gateway_overhead.py [--histories 2,20,100,400] [--samples 600]
                                           [--turns 100] [--rollouts 64] [--rounds 10]
-                                          [--repeat 1] [--quick]
+                                          [--repeat 1] [--quick] [--baseline-src DIR]
 
 Five targets: the simulator called directly (on asyncio, as before uvloop, so "direct"
 stays one baseline), a bare aiohttp relay (_bare_relay.py: parse, forward, parse,
@@ -24,8 +24,10 @@ defaults (routing headers, retry bookkeeping; no OTel, no token capture) with
     upstream chunk and the gateway's CPU per call, against the simulator called directly
     in the harness's dialect (see _dialect_load.py).
 --repeat runs (a) and (b) again, to show how much they move on this machine (judge a
-goal over 3). The load generator is raw aiohttp. --quick: fewer samples, a rough run in
-a few minutes. Not CI.
+goal over 3). --baseline-src DIR (a checkout's src/ folder: the code before a change)
+adds its gateway (on uvloop) to (a), interleaved with the others; a line per length.
+The load generator is raw aiohttp. --quick: fewer samples, a rough run in a few
+minutes. Not CI.
 """
 
 from __future__ import annotations
@@ -93,6 +95,16 @@ def print_c1(rows: list[History]) -> None:
             f"| {gap:+.3f} {first_ok} | {r.cpu_ms['relay']:.3f}, {r.cpu_ms['rolltap-uv']:.3f} "
             f"({cpu:.2f} {cpu_ok}) |"
         )
+    for r in rows:
+        if "base-uv" not in r.total:
+            continue
+        d, fd = r.p50("direct"), r.p50("direct", stream=True)
+        base, now = (r.p50(n) - d for n in ("base-uv", "rolltap-uv"))
+        base_first, now_first = (r.p50(n, stream=True) - fd for n in ("base-uv", "rolltap-uv"))
+        print(
+            f"  {r.messages} messages, --baseline-src then this code: added p50 +{base:.3f} / "
+            f"+{now:.3f}, first chunk +{base_first:.3f} / +{now_first:.3f}"
+        )
 
 
 def print_rates(rows: list[tuple[str, dict[str, float], dict[str, float], int]]) -> None:
@@ -141,7 +153,8 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                 print(f"\n## repeat {rep + 1} of {args.repeat}")
             rows = []
             for n in args.histories:
-                ours = [(await register(http, admin, 1, name))[0] for name, admin in admins.items()]
+                ours = [(await register(http, admin, 1, name))[0]
+                        for name, admin in (admins | args.base_admin).items()]  # fmt: skip
                 cpu0 = {name: cpu_seconds(proc) for name, proc in procs.items()}
                 row = await c1_latencies(http, [direct, *bare.values(), *ours], n, args.samples)
                 row.cpu_ms = {name: (cpu_seconds(proc) - cpu0[name]) * 1000.0 / row.calls
@@ -172,6 +185,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="(d) rounds; 0 skips (d)")
     parser.add_argument("--repeat", type=int, default=1, help="run (a) and (b) this many times")
     parser.add_argument("--quick", action="store_true", help="a rough run in about a minute")
+    parser.add_argument("--baseline-src", help="a src/ folder whose gateway (a) also measures")
     args = parser.parse_args()
     args.histories = [int(h) for h in args.histories.split(",")]
     if args.quick:
@@ -200,6 +214,10 @@ def main() -> None:
         admins["rolltap-uv"], procs["rolltap-uv"] = gateways["chat"]
         admins["rolltap"], procs["rolltap"] = _gateway(stack, sim_url, "chat", on_asyncio)
         admins = {name: admins[name] for name in ("rolltap", "rolltap-uv")}
+        args.base_admin = {}
+        if args.baseline_src:  # the code before a change, beside it in (a)
+            env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
+            args.base_admin["base-uv"], procs["base-uv"] = _gateway(stack, sim_url, "chat", env)
         asyncio.run(measure(args, sim_url, relays, procs, admins, gateways))
 
 
