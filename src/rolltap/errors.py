@@ -493,7 +493,8 @@ class UpstreamAbortedError(UpstreamError):
 
 
 class UpstreamProtocolError(UpstreamError):
-    """The upstream's response was broken: malformed JSON, a dropped stream, bad SSE."""
+    """The upstream's response was broken: malformed JSON, a dropped stream, bad SSE, a
+    redirect (not followed: the body sent is not kept)."""
 
     code = "upstream_bad_response"
     status = 502
