@@ -142,8 +142,10 @@ async def rates(
 
 async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str],
                   procs: dict[str, psutil.Process], admins: dict[str, str],
-                  gateways: dict[str, tuple[str, psutil.Process]]) -> None:  # fmt: skip
-    """``relays``: each bare relay's URL by name; ``admins``: each rolltap's admin URL."""
+                  gateways: dict[str, tuple[str, psutil.Process]],
+                  base: dict[str, str]) -> None:  # fmt: skip
+    """``relays``: each bare relay's URL by name; ``admins``: each rolltap's admin URL;
+    ``base``: the --baseline-src gateway's, measured in (a) only."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         direct = Target("direct", sim_url + "/v1", "k")
@@ -154,7 +156,7 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
             rows = []
             for n in args.histories:
                 ours = [(await register(http, admin, 1, name))[0]
-                        for name, admin in (admins | args.base_admin).items()]  # fmt: skip
+                        for name, admin in (admins | base).items()]  # fmt: skip
                 cpu0 = {name: cpu_seconds(proc) for name, proc in procs.items()}
                 row = await c1_latencies(http, [direct, *bare.values(), *ours], n, args.samples)
                 row.cpu_ms = {name: (cpu_seconds(proc) - cpu0[name]) * 1000.0 / row.calls
@@ -214,11 +216,11 @@ def main() -> None:
         admins["rolltap-uv"], procs["rolltap-uv"] = gateways["chat"]
         admins["rolltap"], procs["rolltap"] = _gateway(stack, sim_url, "chat", on_asyncio)
         admins = {name: admins[name] for name in ("rolltap", "rolltap-uv")}
-        args.base_admin = {}
+        base: dict[str, str] = {}
         if args.baseline_src:  # the code before a change, beside it in (a)
             env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
-            args.base_admin["base-uv"], procs["base-uv"] = _gateway(stack, sim_url, "chat", env)
-        asyncio.run(measure(args, sim_url, relays, procs, admins, gateways))
+            base["base-uv"], procs["base-uv"] = _gateway(stack, sim_url, "chat", env)
+        asyncio.run(measure(args, sim_url, relays, procs, admins, gateways, base))
 
 
 def _gateway(

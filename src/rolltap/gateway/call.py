@@ -106,7 +106,7 @@ class ModelCall(CallEvents):
     them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
 
     __slots__ = (
-        "canonical", "deferred", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
+        "canonical", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
         "reply_dialect", "request", "response", "upstream",
     )  # fmt: skip
 
@@ -116,11 +116,9 @@ class ModelCall(CallEvents):
         deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
         arrived: float | None = None, raw: bytes | None = None,
     ) -> None:  # fmt: skip
-        super().__init__(rollout, intercept, harness, body, stats, lookup=lookup, found=found,
-                         arrived=arrived)  # fmt: skip
+        super().__init__(rollout, intercept, harness, body, stats, deferred=deferred,
+                         lookup=lookup, found=found, arrived=arrived)  # fmt: skip
         self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
-        #: where its request event waits to be written once the request has left
-        self.deferred = deferred
         #: the body's bytes as read, until the upstream has made its request of them
         self.raw = raw if is_relay(harness.name, self.upstream_name) else None
         #: the answer in the canonical model when delivery made it, and the dialect of the
@@ -164,7 +162,7 @@ class ModelCall(CallEvents):
         rollout.admit_policy()
         if rollout.gate is not None:
             self.sent_version = rollout.gate.version
-        self.defer_request(sent, self.deferred)
+        self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         queued = time.perf_counter()
         async with self.cuttable(), slot:

@@ -71,7 +71,8 @@ class CallEvents:
     """The events of one intercepted model call, and the state they are made from."""
 
     __slots__ = (
-        "answered", "arrived", "body", "delivery", "found", "harness", "intercept", "keep_body",
+        "answered", "arrived", "body", "deferred", "delivery", "found", "harness", "intercept",
+        "keep_body",
         "lookup", "pending", "prefix", "replica", "requested", "rollout", "sent_version",
         "stats", "stream", "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
         "waited_inside",
@@ -79,11 +80,13 @@ class CallEvents:
 
     def __init__(
         self, rollout: Rollout, intercept: Intercept, harness: Dialect, body: dict[str, Any],
-        stats: GatewayStats, *, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
-        arrived: float | None = None,
+        stats: GatewayStats, *, deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY,
+        found: Found | None = None, arrived: float | None = None,
     ) -> None:  # fmt: skip
         self.rollout, self.intercept, self.harness = rollout, intercept, harness
         self.body, self.stats = body, stats
+        #: where its request event waits for the request to leave
+        self.deferred = deferred
         #: whether the body's conversation is kept to the call's end (a tracer reads it)
         self.keep_body = False
         self.stream = bool(body.get("stream"))
@@ -119,12 +122,12 @@ class CallEvents:
         #: the gateway's policy version when the call left the gate
         self.sent_version: str | None = None
 
-    def defer_request(self, sent: UpstreamRequest, deferred: DeferredRequests) -> None:
+    def defer_request(self, sent: UpstreamRequest) -> None:
         """Write the request event once the request is on its way (:class:`DeferredRequests`),
         so the work is done while the upstream works. :meth:`flush_request` writes it at
         once if the call got further, or failed, first."""
         self.pending = sent
-        deferred.defer(self)
+        self.deferred.defer(self)
 
     def flush_request(self) -> None:
         """Write the request event if it is still to be written (once; before any
