@@ -29,6 +29,7 @@ from rolltap.config.net import is_loopback
 from rolltap.config.problems import config_error
 from rolltap.errors import ConfigError
 from rolltap.rollouts.config import check_ray_fields
+from rolltap.rollouts.harness_loader import builtin_harness_names
 from rolltap.store import DEFAULT_LEASE_TTL_S, DEFAULT_UNAVAILABLE_TIMEOUT_S
 from rolltap.tokens.parsers import resolve_parser
 
@@ -119,10 +120,25 @@ class ServeConfig(BaseModel):
     auth_failures_per_minute: int = Field(default=10, gt=0)
     store_unavailable_timeout_s: float = Field(default=DEFAULT_UNAVAILABLE_TIMEOUT_S, gt=0)
     unsaved_dir: str | None = None
+    #: the built-in harnesses every worker imports before it says ready (each brings
+    #: its SDK, a second or more of CPU); None: every one. Another is imported when a
+    #: rollout first names it, on its worker's loop
+    preload_harnesses: list[str] | None = None
 
     @model_validator(mode="after")
     def _check_placement(self) -> ServeConfig:
         check_ray_fields(self.ray, self.workers_per_node, self.ray_working_dir)
+        return self
+
+    @model_validator(mode="after")
+    def _check_preloads(self) -> ServeConfig:
+        builtins = builtin_harness_names()
+        unknown = sorted(set(self.preload_harnesses or ()) - builtins)
+        if unknown:
+            raise ValueError(
+                f"preload_harnesses: {', '.join(map(repr, unknown))} not built in"
+                f" (the built-ins: {', '.join(sorted(builtins))})"
+            )
         return self
 
     @model_validator(mode="after")

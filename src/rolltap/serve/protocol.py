@@ -195,6 +195,8 @@ class WorkerConfig(BaseModel):
     store_unavailable_timeout_s: float = Field(default=300.0, gt=0)
     #: where this worker writes what it could not save (None: the current directory)
     unsaved_dir: str | None = None
+    #: the built-in harnesses imported before the worker says ready (None: every one)
+    preload_harnesses: list[str] | None = None
 
 
 class Channel:

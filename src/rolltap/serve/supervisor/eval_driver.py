@@ -44,6 +44,7 @@ from rolltap.rollouts.api import (
     store_summary,
 )
 from rolltap.rollouts.config import RAY_NEEDS_ENDPOINT, RunConfig
+from rolltap.rollouts.harness_loader import builtin_harness_names
 from rolltap.rollouts.prepare import prepare
 from rolltap.rollouts.runner import WorkItem
 from rolltap.rollouts.tasks import Task
@@ -173,6 +174,8 @@ class EvalDriver:
             "stats_interval_s": 2.0, "start_timeout_s": config.worker_start_timeout_s,
             "otel_content": config.otel_content,
             "store_unavailable_timeout_s": config.store_unavailable_timeout_s,
+            # the run's own built-in only (a chat run needs not Anthropic's SDK)
+            "preload_harnesses": [h for h in (config.harness,) if h in builtin_harness_names()],
             **({"gateway": settings} if settings is not None else {}),
         }, source="run config")  # fmt: skip
 

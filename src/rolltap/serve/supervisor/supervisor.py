@@ -178,6 +178,7 @@ class Supervisor:
             otel_content=self.config.otel_content,
             store_unavailable_timeout_s=self.config.store_unavailable_timeout_s,
             unsaved_dir=self.config.unsaved_dir,
+            preload_harnesses=self.config.preload_harnesses,
         )  # fmt: skip
 
     # -- admission ---------------------------------------------------------------------

@@ -30,7 +30,7 @@ from rolltap.otel import open_tracer
 from rolltap.proc.gc_tuning import tune_gc_for_gateway
 from rolltap.proc.loop import run as run_loop
 from rolltap.rollouts.harness_http import harness_session
-from rolltap.rollouts.harness_loader import builtin_harness_names
+from rolltap.rollouts.harness_loader import preload_harnesses
 from rolltap.rollouts.recorder import SessionStore, StoreRecorder
 from rolltap.serve.protocol import Channel, ChannelClosedError, Msg, WorkerConfig, store_report
 from rolltap.serve.worker.heartbeat import Heartbeat
@@ -101,10 +101,10 @@ class Worker:
         self.gateway = await stack.enter_async_context(
             Gateway(self.config.endpoints, settings, observers=[recorder], tracer=tracer)
         )
-        # import the built-in harnesses (the OpenAI and Anthropic SDKs: seconds of CPU)
-        # before saying ready, off the loop: else the first rollouts of a wave wait for
-        # it on a blocked loop, after the driver has started their clock
-        await asyncio.to_thread(builtin_harness_names)
+        # import the built-in harnesses its rollouts will name (each brings its SDK: a
+        # second or more of CPU) before saying ready, off the loop: else the first
+        # rollouts of a wave wait for it on a blocked loop, after their clock started
+        await asyncio.to_thread(preload_harnesses, self.config.preload_harnesses)
         # one TLS context and one set of connections for every rollout's harness: a
         # context loads the CA store (~40 ms of CPU and much memory), far too much each
         http = await stack.enter_async_context(harness_session(ssl.create_default_context()))
