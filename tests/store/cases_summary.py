@@ -18,8 +18,9 @@ from rolltap.results.summary import summarize
 from rolltap.store import SchemaVersionError, Store, upgrade
 from rolltap.store.rollup import Facts, Rollup
 from rolltap.store.rollup_sql import apply_rollup, rebuild_rollups
-from rolltap.store.schema import run_stats, sessions, task_stats
+from rolltap.store.schema import run_stats, sessions
 from rolltap.store.url import backend_of, to_sqlalchemy_url
+from store.storekit import aggregates
 
 
 def _response(log: EventLog, prompt: int, completion: int, ts: float) -> None:
@@ -187,10 +188,10 @@ class SummaryCases:
                                reward=reward)  # fmt: skip
         await store.commit(ids[0], await store.load_log(ids[0]), reward=0.5)  # a changed reward
         await store.create_session(run.id, task={"task_id": "a"})  # pending
-        kept = await _aggregates(store, run.id)
+        kept = await aggregates(store, run.id)
         async with store.engine.begin() as conn:
             await rebuild_rollups(conn, [run.id])
-        assert kept == await _aggregates(store, run.id)
+        assert kept == await aggregates(store, run.id)
         await store.delete_session(ids[2])  # b's only rollout: its task empties
         summary = await store.run_summary(run.id)
         assert summary["statuses"] == {"completed": 4, "failed": 1, "pending": 1}
@@ -217,22 +218,6 @@ class SummaryCases:
         assert (summary["statuses"], summary["tokens"]) == (
             {"completed": 1, "failed": 1}, {"prompt": 20, "completion": 5},
         )  # fmt: skip
-
-
-async def _aggregates(store: Store, run_id: str) -> tuple[list[Any], list[Any]]:
-    """A run's aggregate rows that count something, totals rounded (float sums)."""
-    async with store.engine.connect() as conn:
-        stats = [
-            (r.stat, r.key, r.n, round(r.total, 9), r.message)
-            for r in await conn.execute(sa.select(run_stats).where(run_stats.c.run_id == run_id))
-            if r.n or round(r.total, 9)
-        ]
-        tasks = [
-            (r.task_key, r.rollouts, r.rewarded, r.passed, round(r.reward_sum, 9))
-            for r in await conn.execute(sa.select(task_stats).where(task_stats.c.run_id == run_id))
-            if r.rollouts
-        ]
-    return sorted(stats), sorted(tasks)
 
 
 async def fill_at_0002(url: str) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from rolltap.events import Event, EventLog
 from rolltap.store import InjectedFault, Store, WriterHooks
 from rolltap.store.ops import WriteOp
-from rolltap.store.schema import events
+from rolltap.store.schema import events, run_stats, task_stats
 
 #: admin connections (to an existing database) of the servers the tests create databases on
 ADMIN_URLS = {
@@ -159,3 +159,19 @@ async def wait_until(predicate: Any, *, steps: int = 100_000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("condition never held")
+
+
+async def aggregates(store: Store, run_id: str) -> tuple[list[Any], list[Any]]:
+    """A run's aggregate rows that count something, totals rounded (float sums)."""
+    async with store.engine.connect() as conn:
+        stats = [
+            (r.stat, r.key, r.n, round(r.total, 9), r.message)
+            for r in await conn.execute(select(run_stats).where(run_stats.c.run_id == run_id))
+            if r.n or round(r.total, 9)
+        ]
+        tasks = [
+            (r.task_key, r.rollouts, r.rewarded, r.passed, round(r.reward_sum, 9))
+            for r in await conn.execute(select(task_stats).where(task_stats.c.run_id == run_id))
+            if r.rollouts
+        ]
+    return sorted(stats), sorted(tasks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from store.cases_attempts import AttemptCases
 from store.cases_cli import CliCases
 from store.cases_commit import CommitCases
+from store.cases_create import CreateCases
 from store.cases_faults import FaultCases
 from store.cases_forks import ForkCases
 from store.cases_ids import IdCases
@@ -19,6 +20,7 @@ from store.cases_summary import SummaryCases
 
 class TestStore(
     CommitCases,
+    CreateCases,
     ForkCases,
     FaultCases,
     CliCases,

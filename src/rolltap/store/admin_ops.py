@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from rolltap.results.statuses import FAILED_STATUSES, UNFINISHED_STATUSES
 from rolltap.store.errors import ForkDependencyError, StoreNotFoundError, StoreValidationError
 from rolltap.store.fence import check_fences
 from rolltap.store.models import RunInfo, SessionInfo
-from rolltap.store.ops import RunDelta, WriteOp, apply_run_deltas, rows_nbytes
+from rolltap.store.ops import BatchApply, RunDelta, WriteOp, apply_run_deltas, rows_nbytes
 from rolltap.store.reader import exists, fetch_session
 from rolltap.store.rollup import NO_TASK, Facts, Rollup
 from rolltap.store.rollup_sql import apply_rollup, drop_rollups, rebuild_rollups
@@ -21,7 +22,7 @@ from rolltap.store.schema import events, leases, runs, scores, scorings, session
 from rolltap.store.serialize import dump_doc, row_event
 from rolltap.store.session_columns import SessionMetrics, duration_of, task_id_of
 
-__all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp"]
+__all__ = ["CreateRunOp", "CreateSessionOp", "DeleteRunOp", "DeleteSessionOp", "create_sessions"]
 
 _CHUNK = 500
 
@@ -71,36 +72,39 @@ class CreateSessionOp(WriteOp):
         self.nbytes = rows_nbytes(rows)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
+        if self.batched_by() is not None:
+            await create_sessions(conn, [self], now)
+            return
         s = self.session
-        if not await exists(conn, runs, s.run_id):
-            raise StoreNotFoundError(f"no run {s.run_id!r}")
+        await _check_runs(conn, [self])
         await check_fences(conn, [(s.id, s.run_id, self.epoch)])
         if s.parent_id is not None:
             await self._resolve_fork(conn)
-            s = self.session
-        task_id, derived = task_id_of(s.task), self._derived()
-        await conn.execute(
-            sessions.insert().values(
-                id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
-                status=s.status, created_at=s.created_at, updated_at=s.updated_at,
-                n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
-                fork_at=s.fork_at, node_id=s.node_id, worker_id=s.worker_id,
-                attempt=s.attempt or None, retry_of=s.retry_of,  # NULL: a first attempt
-                last_commit=self.token, task_id=task_id, **derived,
-            )
-        )  # fmt: skip
+        await conn.execute(sessions.insert(), [self.row()])
         if self.rows:
             await conn.execute(events.insert(), list(self.rows))
-        delta = RunDelta(sessions=1)
-        delta.add_status(None, s.status)
-        delta.add_reward(None, s.reward)
-        await apply_run_deltas(conn, {s.run_id: delta})
-        rollup = Rollup()
-        rollup.add(Facts(s.run_id, task_id or NO_TASK, s.status, s.created_at, s.reward, **derived))
-        await apply_rollup(conn, rollup)
+        await _count(conn, [self])
 
-    def _derived(self) -> dict[str, Any]:
-        """An imported session's derived columns, counted from its rows."""
+    def batched_by(self) -> BatchApply | None:
+        """A new session of its own (no fork to resolve, no events imported) is
+        created together with such ones queued beside it (:func:`create_sessions`)."""
+        return create_sessions if self.session.parent_id is None and not self.rows else None
+
+    def row(self) -> dict[str, Any]:
+        """Its ``sessions`` row."""
+        s = self.session
+        return dict(
+            id=s.id, run_id=s.run_id, user_name=s.user, task=dump_doc(s.task),
+            status=s.status, created_at=s.created_at, updated_at=s.updated_at,
+            n_events=s.n_events, reward=s.reward, parent_id=s.parent_id,
+            fork_at=s.fork_at, node_id=s.node_id, worker_id=s.worker_id,
+            attempt=s.attempt or None, retry_of=s.retry_of,  # NULL: a first attempt
+            last_commit=self.token, task_id=task_id_of(s.task), **self.derived,
+        )  # fmt: skip
+
+    @functools.cached_property
+    def derived(self) -> dict[str, Any]:
+        """An imported session's derived columns, counted from its rows (once)."""
         if not self.rows:
             return {}
         history = [row_event(r["seq"], r["kind"], r["ts"], r["payload"]) for r in self.rows]
@@ -191,6 +195,41 @@ async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
             )
         )  # fmt: skip
     await rebuild_rollups(conn, run_ids)
+
+
+async def create_sessions(
+    conn: AsyncConnection, ops: Sequence[CreateSessionOp], now: float
+) -> None:
+    """Create new sessions of their own (:meth:`CreateSessionOp.batched_by`) with one
+    statement per table: a wave of thousands admitted at once is a few statements, not a
+    few per session. A batch with a bad op fails whole; the writer then applies each op
+    alone, so only that one fails."""
+    await _check_runs(conn, ops)
+    await check_fences(conn, [(op.session.id, op.session.run_id, op.epoch) for op in ops])
+    await conn.execute(sessions.insert(), [op.row() for op in ops])
+    await _count(conn, ops)
+
+
+async def _check_runs(conn: AsyncConnection, ops: Sequence[CreateSessionOp]) -> None:
+    for run_id in sorted({op.session.run_id for op in ops}):
+        if not await exists(conn, runs, run_id):
+            raise StoreNotFoundError(f"no run {run_id!r}")
+
+
+async def _count(conn: AsyncConnection, ops: Sequence[CreateSessionOp]) -> None:
+    """The new sessions in their runs' counters and aggregates."""
+    deltas: dict[str, RunDelta] = {}
+    rollup = Rollup()
+    for op in ops:
+        s = op.session
+        delta = deltas.setdefault(s.run_id, RunDelta())
+        delta.sessions += 1
+        delta.add_status(None, s.status)
+        delta.add_reward(None, s.reward)
+        task_id = task_id_of(s.task) or NO_TASK
+        rollup.add(Facts(s.run_id, task_id, s.status, s.created_at, s.reward, **op.derived))
+    await apply_run_deltas(conn, deltas)
+    await apply_rollup(conn, rollup)
 
 
 class DeleteSessionOp(WriteOp):

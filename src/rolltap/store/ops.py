@@ -3,8 +3,10 @@
 Each :class:`WriteOp` can :meth:`~WriteOp.apply` itself inside the writer's transaction
 and can tell whether it is already :meth:`~WriteOp.applied` — the writer asks after a
 connection died with the outcome of a COMMIT unknown, so every write lands exactly once.
-Consecutive :class:`CommitOp` s are applied together by :func:`apply_commits`: one
-batched statement per table for the whole group.
+Consecutive ops that name the same :meth:`~WriteOp.batched_by` are applied together by it —
+:class:`CommitOp` s by :func:`apply_commits`, new sessions by
+:func:`~rolltap.store.admin_ops.create_sessions` — one batched statement per table for the
+whole group.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import asyncio
 import dataclasses
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -36,6 +38,7 @@ from rolltap.store.session_columns import SessionMetrics, duration_of
 _TOKENS = (f"{uuid.uuid4().hex[:16]}{n:016x}" for n in itertools.count())
 
 __all__ = [
+    "BatchApply",
     "CommitOp",
     "RunDelta",
     "SessionState",
@@ -60,6 +63,11 @@ class WriteOp:
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         raise NotImplementedError
 
+    def batched_by(self) -> BatchApply | None:
+        """What applies this op together with the ops of the same batch queued right
+        before or after it (None: it is applied alone, by :meth:`apply`)."""
+        return None
+
     def outcome(self) -> Any:
         """What the caller gets once the write is durable."""
         return None
@@ -73,6 +81,10 @@ class WriteOp:
 
     def on_failure(self, error: StoreError) -> None:
         """Runs in the writer when the write failed (``error``) or its outcome is unknown."""
+
+
+#: applies a group of ops in the writer's transaction: ``(conn, ops, now)``
+BatchApply: TypeAlias = Callable[[AsyncConnection, Sequence[Any], float], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -250,6 +262,9 @@ class CommitOp(WriteOp):
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
         await apply_commits(conn, [self], now)
+
+    def batched_by(self) -> BatchApply:
+        return apply_commits
 
     async def applied(self, conn: AsyncConnection) -> bool:
         query = select(sessions.c.last_commit).where(sessions.c.id == self.session_id)

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from rolltap.errors import StoreError
 from rolltap.store.dberrors import database_errors, is_transient, translate_db_error
 from rolltap.store.errors import StoreClosedError, StoreFullError, StoreUnavailableError
-from rolltap.store.ops import CommitOp, WriteOp, apply_commits
+from rolltap.store.ops import WriteOp
 from rolltap.store.pending import PendingWrites
 from rolltap.store.url import backend_of, mask_url
 from rolltap.store.writer_conn import WriterConnection
@@ -255,10 +255,10 @@ class Writer:
     async def _transaction(self, conn: AsyncConnection, ops: Sequence[WriteOp]) -> None:
         now = time.time()
         async with conn.begin():
-            # consecutive commits go together: one batched statement per table
-            for batched, group in itertools.groupby(ops, key=lambda op: isinstance(op, CommitOp)):
-                if batched:
-                    await apply_commits(conn, [op for op in group if isinstance(op, CommitOp)], now)
+            # consecutive ops of one batch go together: one batched statement per table
+            for batch, group in itertools.groupby(ops, key=lambda op: op.batched_by()):
+                if batch is not None:
+                    await batch(conn, list(group), now)
                 else:
                     for op in group:
                         await op.apply(conn, now)
