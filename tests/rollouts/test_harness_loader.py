@@ -46,8 +46,9 @@ def test_a_chat_harness_loads_the_openai_sdk_only() -> None:
 
 def test_a_worker_preloads_what_it_is_told() -> None:
     preload = "from rolltap.rollouts.harness_loader import preload_harnesses as p; "
-    assert imported_after(preload + "p(['chat'])")["anthropic"] is False
-    assert imported_after(preload + "p(['chat'])")["openai"] is True
+    chat = imported_after(preload + "p(['chat'])")
+    assert chat["anthropic"] is False
+    assert chat["openai"] is True
     assert all(imported_after(preload + "p(None)").values())  # a service: every built-in
     assert not any(imported_after(preload + "p([])").values())
 

@@ -72,10 +72,9 @@ class CallEvents:
 
     __slots__ = (
         "answered", "arrived", "body", "deferred", "delivery", "found", "harness", "intercept",
-        "keep_body",
-        "lookup", "pending", "prefix", "replica", "requested", "rollout", "sent_version",
-        "stats", "stream", "t_done", "t_first", "t_headers", "t_sent", "upstream_name", "waited",
-        "waited_inside",
+        "keep_body", "lookup", "pending", "prefix", "replica", "requested", "rollout",
+        "sent_version", "stats", "stream", "t_done", "t_first", "t_headers", "t_sent",
+        "upstream_name", "waited", "waited_inside",
     )  # fmt: skip
 
     def __init__(

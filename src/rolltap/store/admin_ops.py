@@ -72,22 +72,12 @@ class CreateSessionOp(WriteOp):
         self.nbytes = rows_nbytes(rows)
 
     async def apply(self, conn: AsyncConnection, now: float) -> None:
-        if self.batched_by() is not None:
-            await create_sessions(conn, [self], now)
-            return
-        s = self.session
-        await _check_runs(conn, [self])
-        await check_fences(conn, [(s.id, s.run_id, self.epoch)])
-        if s.parent_id is not None:
-            await self._resolve_fork(conn)
-        await conn.execute(sessions.insert(), [self.row()])
-        if self.rows:
-            await conn.execute(events.insert(), list(self.rows))
-        await _count(conn, [self])
+        await create_sessions(conn, [self], now)
 
     def batched_by(self) -> BatchApply | None:
-        """A new session of its own (no fork to resolve, no events imported) is
-        created together with such ones queued beside it (:func:`create_sessions`)."""
+        """A new session of its own (no fork to resolve, no events imported: its row has
+        the same columns as any such) is created together with such ones queued beside
+        it (:func:`create_sessions`)."""
         return create_sessions if self.session.parent_id is None and not self.rows else None
 
     def row(self) -> dict[str, Any]:
@@ -111,7 +101,8 @@ class CreateSessionOp(WriteOp):
         metrics = SessionMetrics.of(history)
         return metrics.columns(self.session.status, duration_of(history[0], history[-1]))
 
-    async def _resolve_fork(self, conn: AsyncConnection) -> None:
+    async def resolve_fork(self, conn: AsyncConnection) -> None:
+        """Point the fork at its parent's first ``fork_at`` events (checked)."""
         s = self.session
         assert s.parent_id is not None
         parent = await fetch_session(conn, s.parent_id)
@@ -200,24 +191,21 @@ async def _recount(conn: AsyncConnection, run_ids: set[str]) -> None:
 async def create_sessions(
     conn: AsyncConnection, ops: Sequence[CreateSessionOp], now: float
 ) -> None:
-    """Create new sessions of their own (:meth:`CreateSessionOp.batched_by`) with one
-    statement per table: a wave of thousands admitted at once is a few statements, not a
-    few per session. A batch with a bad op fails whole; the writer then applies each op
+    """Create ``ops``' sessions with one statement per table: a wave of thousands
+    admitted at once (:meth:`CreateSessionOp.batched_by`) is a few statements, not a few
+    per session. A batch with a bad op fails whole; the writer then applies each op
     alone, so only that one fails."""
-    await _check_runs(conn, ops)
-    await check_fences(conn, [(op.session.id, op.session.run_id, op.epoch) for op in ops])
-    await conn.execute(sessions.insert(), [op.row() for op in ops])
-    await _count(conn, ops)
-
-
-async def _check_runs(conn: AsyncConnection, ops: Sequence[CreateSessionOp]) -> None:
     for run_id in sorted({op.session.run_id for op in ops}):
         if not await exists(conn, runs, run_id):
             raise StoreNotFoundError(f"no run {run_id!r}")
-
-
-async def _count(conn: AsyncConnection, ops: Sequence[CreateSessionOp]) -> None:
-    """The new sessions in their runs' counters and aggregates."""
+    await check_fences(conn, [(op.session.id, op.session.run_id, op.epoch) for op in ops])
+    for op in ops:
+        if op.session.parent_id is not None:
+            await op.resolve_fork(conn)
+    await conn.execute(sessions.insert(), [op.row() for op in ops])
+    imported = [row for op in ops for row in op.rows]
+    if imported:
+        await conn.execute(events.insert(), imported)
     deltas: dict[str, RunDelta] = {}
     rollup = Rollup()
     for op in ops:

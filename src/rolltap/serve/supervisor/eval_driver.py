@@ -175,7 +175,9 @@ class EvalDriver:
             "otel_content": config.otel_content,
             "store_unavailable_timeout_s": config.store_unavailable_timeout_s,
             # the run's own built-in only (a chat run needs not Anthropic's SDK)
-            "preload_harnesses": [h for h in (config.harness,) if h in builtin_harness_names()],
+            "preload_harnesses": (
+                [config.harness] if config.harness in builtin_harness_names() else []
+            ),
             **({"gateway": settings} if settings is not None else {}),
         }, source="run config")  # fmt: skip
 
