@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +19,7 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from gateway.policykit import admin
 from helpers import GatewayFactory, events, openai_client, register, settle
 from rolltap.dialects.canonical import Response, Text, Usage
 from rolltap.gateway import Gateway
@@ -57,9 +58,13 @@ def _kinds(log: list[dict[str, Any]]) -> list[str]:
     return [e["kind"] for e in log]
 
 
-async def _undelivered_call(gateway: Gateway, rollout: dict[str, Any], body: bytes) -> str:
+async def _undelivered_call(
+    gateway: Gateway, rollout: dict[str, Any], body: bytes,
+    while_stuck: Callable[[], Awaitable[object]] | None = None,
+) -> str:  # fmt: skip
     """Send a call from a harness that reads nothing, wait until the gateway holds the
-    whole answer and is stuck writing it, then reset the connection; the call's id."""
+    whole answer and is stuck writing it (its first bytes arrive: a whole answer is
+    written once read), run ``while_stuck``, then reset the connection; the call's id."""
     live = next(r for r in gateway.rollouts() if r.id == rollout["id"])
     url = urlsplit(rollout["openai_base_url"] + "/chat/completions")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -74,7 +79,10 @@ async def _undelivered_call(gateway: Gateway, rollout: dict[str, Any], body: byt
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         await loop.sock_sendall(sock, head.encode() + body)
-        await settle(lambda: any(e.kind == "model_response" for e in live.log))
+        assert await loop.sock_recv(sock, 1) == b"H"  # "HTTP/1.1 200 OK", in a tiny window
+        assert not any(e.kind == "model_response" for e in live.log)  # recorded once written
+        if while_stuck is not None:
+            await while_stuck()
     finally:
         # SO_LINGER 0: close with a reset, as a harness whose timeout fired does at worst
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -123,6 +131,23 @@ async def test_a_retry_after_a_dropped_delivery_is_answered_from_the_recorded_an
             messages=MESSAGES, model="sim-model", max_tokens=4,
         )  # fmt: skip
     assert sim.stats.requests == 2
+
+
+async def test_an_answer_read_through_a_policy_update_carries_the_version_it_was_answered_under(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    # the answer is recorded once written; a harness slow to read it does not move it to
+    # weights set after it was answered
+    assert (await admin(http, gateway, "POST", "/policy", {"version": "v1"}))[0] == 200
+    rollout = await register(http, gateway)
+    body = orjson.dumps({"messages": MESSAGES, "model": "sim-model", "max_tokens": BIG})
+    await _undelivered_call(
+        gateway, rollout, body, lambda: admin(http, gateway, "POST", "/policy", {"version": "v2"})
+    )
+    log = await events(http, gateway, rollout["id"])
+    assert _kinds(log) == ["model_request", "model_response", "model_error"]
+    assert log[1]["payload"]["policy_version"] == "v1"
+    assert log[2]["payload"]["policy_version"] == "v2"  # the harness was gone under v2
 
 
 async def test_a_keyed_stream_is_replayed_as_a_stream(
