@@ -3,7 +3,8 @@
 One :class:`RelayClient` per endpoint identity, owned by the gateway's pool and shared
 by every rollout on it; its aiohttp session keeps warm keepalive connections, bounded
 by the endpoint's ``max_connections``. It never retries: failures surface to the
-harness and the trace. Library errors are translated here, at the boundary.
+harness and the trace. Library errors are translated at the boundary
+(:mod:`rolltap.clients.exchange`, where a request and its response live).
 
 Responses are only available inside a context manager, so a connection can never be
 leaked by a caller that stops reading::
@@ -15,11 +16,8 @@ leaked by a caller that stops reading::
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,13 +25,9 @@ from aiohttp.payload import Payload
 from multidict import CIMultiDict
 
 from rolltap.clients.base import join_url
+from rolltap.clients.exchange import Exchange, UpstreamResponse
 from rolltap.config import EndpointConfig
-from rolltap.errors import (
-    UpstreamConnectionError,
-    UpstreamError,
-    UpstreamProtocolError,
-    UpstreamTimeoutError,
-)
+from rolltap.errors import UpstreamConnectionError
 
 __all__ = [
     "DROPPED_REQUEST_HEADERS", "ROLLOUT_HEADER", "ROUTING_HEADERS", "RelayClient",
@@ -105,72 +99,6 @@ def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-@dataclass(slots=True)
-class UpstreamResponse:
-    """The upstream's answer: status and headers at once, the body read on demand."""
-
-    status: int
-    headers: Mapping[str, str]
-    _response: aiohttp.ClientResponse
-
-    @property
-    def content_type(self) -> str:
-        return self._response.content_type
-
-    async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
-
-    async def read_chunk(self, silence_s: float | None = None) -> bytes | None:
-        """The next body bytes as they arrive, ``b""`` at the end, or ``None`` when the
-        upstream has been silent for ``silence_s`` (nothing is lost: call again)."""
-        scope = asyncio.timeout(silence_s)
-        try:
-            async with scope:
-                return await self._response.content.readany()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            if scope.expired():
-                return None
-            raise translate_error(exc) from exc
-
-    async def iter_chunks(self) -> AsyncIterator[bytes]:
-        """Yield body bytes as they arrive (no re-chunking, no buffering)."""
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
-
-
-#: what a client following redirects would resend the body on (a 301/302/303 it would
-#: resend as a GET, without one)
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-def _redirected(status: int, location: str | None) -> UpstreamError:
-    """An endpoint that redirects its calls is a misconfigured ``base_url``: followed, each
-    call would cost a round trip more, and the body sent is not kept to send again
-    (:class:`~rolltap.clients.sent_body.SentOnce`)."""
-    where = f" to {location}" if location else ""
-    return UpstreamProtocolError(
-        f"upstream answered {status}, a redirect{where}, which rolltap does not follow: "
-        "set the endpoint's base_url to where it points"
-    )
-
-
-def translate_error(exc: BaseException) -> UpstreamError:
-    """Map an aiohttp/asyncio error to rolltap's upstream error tree."""
-    if isinstance(exc, TimeoutError):
-        return UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})")
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
-        return UpstreamConnectionError(f"cannot connect to upstream: {exc.os_error}")
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return UpstreamProtocolError(f"upstream connection broke: {type(exc).__name__}")
-    return UpstreamProtocolError(f"upstream request failed: {type(exc).__name__}: {exc}")
-
-
 class RelayClient:
     """Forwards requests to one upstream endpoint with one credential."""
 
@@ -236,8 +164,7 @@ class RelayClient:
             headers.add(name, rollout_id)
         return headers
 
-    @asynccontextmanager
-    async def send(
+    def send(
         self,
         path: str,
         body: bytes | Payload,
@@ -245,9 +172,10 @@ class RelayClient:
         *,
         rollout_id: str,
         from_root: bool = False,
-    ) -> AsyncIterator[UpstreamResponse]:
-        """POST ``body`` to the endpoint's ``path``; the response lives inside the block.
-        A redirect is answered ``upstream_bad_response``, not followed.
+    ) -> Exchange:
+        """POST ``body`` to the endpoint's ``path``, as a block the response lives in (an
+        :class:`~rolltap.clients.exchange.Exchange`). A redirect is answered
+        ``upstream_bad_response``, not followed.
 
         ``from_root``: ``path`` is from the server's root, not from ``base_url`` (llama.cpp's
         own ``/completion`` beside its OpenAI-compatible ``/v1``).
@@ -263,24 +191,7 @@ class RelayClient:
                 base = f"{parts.scheme}://{parts.netloc}"
             url = self._urls[key] = join_url(base, path)
         headers = self.upstream_headers(harness_headers, rollout_id)
-        try:
-            response = await self._client_session().post(
-                url, data=body, headers=headers, allow_redirects=False
-            )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
-        if response.status in _REDIRECTS:
-            response.close()
-            raise _redirected(response.status, response.headers.get("Location"))
-        try:
-            yield UpstreamResponse(response.status, response.headers, response)
-        finally:
-            # release() returns a fully read connection to the pool; close() drops a
-            # half-read one so its slot is freed at once (cancellation, errors).
-            if response.content.at_eof():
-                response.release()
-            else:
-                response.close()
+        return Exchange(self._client_session(), url, body, headers)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -178,8 +178,8 @@ class CallGate(Protocol):
         ...
 
     def cuttable(self) -> AbstractAsyncContextManager[Cut]:
-        """A scope an ``abort`` pause cancels: the block gets ``TimeoutError`` and
-        :attr:`Cut.aborted` is set."""
+        """A scope an ``abort`` pause cuts: :attr:`Cut.aborted` is set and the block ends
+        with :class:`~rolltap.errors.UpstreamAbortedError`."""
         ...
 
 

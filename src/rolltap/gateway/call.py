@@ -38,6 +38,7 @@ records the call's request event too, marked ``"sent": false``.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -89,15 +90,18 @@ class Path:
     chat: bool
 
 
+#: every path there is, made once (one is picked per call)
+_PATHS = {flags: Path(*flags) for flags in itertools.product((False, True), repeat=4)}
+
+
 def path_of(harness: Dialect, reply: Reply, *, stream: bool) -> Path:
     """The path of a reply with a status under 400 to a harness that spoke ``harness``
     (and asked for a stream when ``stream``)."""
     if reply.kind == "answer":
-        return Path(stream=stream, relay=False, translate=True, chat=False)
+        return _PATHS[stream, False, True, False]
     same = harness.name == reply.dialect.name
     relay = reply.kind == "stream"
-    chat = same and harness.name == "chat"
-    return Path(stream=relay, relay=relay, translate=not same, chat=chat)
+    return _PATHS[relay, relay, not same, same and harness.name == "chat"]
 
 
 #: a whole answer's header: the gateway's own share of the call, in milliseconds

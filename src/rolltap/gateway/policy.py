@@ -60,19 +60,40 @@ def parse_pause_mode(value: Any) -> PauseMode:
 
 class _Cut:
     """One upstream request an ``abort`` pause can cut (a :class:`~rolltap.clients.
-    upstream.Cut`)."""
+    upstream.Cut`), as the block it runs in (:meth:`PolicyGate.cuttable`).
 
-    __slots__ = ("aborted", "scope")
+    A cut cancels the task in the block, which gets ``CancelledError`` wherever it waits;
+    the block turns that cancellation (and only that one: another, such as the harness
+    going away, stays a cancellation) into :class:`~rolltap.errors.UpstreamAbortedError`.
+    A plain class, not a generator: every call to an endpoint runs one."""
 
-    def __init__(self) -> None:
-        self.aborted = False
-        self.scope: asyncio.Timeout | None = None
+    __slots__ = ("aborted", "cancelling", "gate", "task")
+
+    def __init__(self, gate: PolicyGate) -> None:
+        self.gate, self.aborted, self.cancelling = gate, False, 0
+        self.task: asyncio.Task[Any] | None = None
 
     def cut(self) -> None:
-        self.aborted = True
-        if self.scope is not None and self.scope.when() is None:
-            # fires at the loop's next turn: the block gets TimeoutError wherever it waits
-            self.scope.reschedule(asyncio.get_running_loop().time())
+        if not self.aborted and self.task is not None:
+            self.aborted = True
+            self.task.cancel()
+
+    async def __aenter__(self) -> _Cut:
+        task = self.task = asyncio.current_task()
+        self.cancelling = 0 if task is None else task.cancelling()
+        self.gate.entered(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        self.gate.left(self)
+        task, self.task = self.task, None
+        if not self.aborted or task is None:
+            return
+        # the cut's own cancellation is consumed here (as asyncio.timeout does its own)
+        if task.uncancel() <= self.cancelling and exc_type is asyncio.CancelledError:
+            raise UpstreamAbortedError("an abort pause cut the upstream request") from None
 
 
 class PolicyGate:
@@ -232,26 +253,20 @@ class PolicyGate:
         await self.wait_open()
         yield
 
-    @asynccontextmanager
-    async def cuttable(self) -> AsyncIterator[_Cut]:
-        """An upstream request in flight: ``drain`` waits for it, ``abort`` cuts it (the
-        ticket's ``aborted`` is set and the block ends with
+    def cuttable(self) -> _Cut:
+        """An upstream request in flight, as a block: ``drain`` waits for it, ``abort``
+        cuts it (the ticket's ``aborted`` is set and the block ends with
         :class:`~rolltap.errors.UpstreamAbortedError`)."""
-        ticket = _Cut()
+        return _Cut(self)
+
+    def entered(self, ticket: _Cut) -> None:
         self._inflight.add(ticket)
         self._idle.clear()
-        try:
-            async with asyncio.timeout(None) as scope:
-                ticket.scope = scope
-                yield ticket
-        except TimeoutError:
-            if not ticket.aborted:
-                raise
-            raise UpstreamAbortedError("an abort pause cut the upstream request") from None
-        finally:
-            self._inflight.discard(ticket)
-            if not self._inflight:
-                self._idle.set()
+
+    def left(self, ticket: _Cut) -> None:
+        self._inflight.discard(ticket)
+        if not self._inflight:
+            self._idle.set()
 
     # -- report --------------------------------------------------------------------
 

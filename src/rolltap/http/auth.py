@@ -116,9 +116,9 @@ def check_bearer(
 ) -> None:
     """Raise unless the request bears ``expected``: ``401`` on a wrong or missing token,
     ``429 auth_rate_limited`` once the peer failed too often (``key`` narrows the count)."""
-    counted = peer_of(request) + key
-    throttle.check(counted)
+    if throttle:  # failures on record (none, the usual case: nothing to look up)
+        throttle.check(peer_of(request) + key)
     presented = bearer_token(request)
     if presented is None or not tokens_match(presented, expected):
-        throttle.failed(counted)
+        throttle.failed(peer_of(request) + key)
         raise AuthenticationError(f"invalid {what}")
