@@ -35,6 +35,8 @@ class Target:
     name: str
     url: str  # .../v1
     key: str
+    #: the rollout's id on a rolltap gateway (None: a bare relay, or direct)
+    rollout: str | None = None
 
     @property
     def headers(self) -> dict[str, str]:

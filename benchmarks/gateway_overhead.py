@@ -25,9 +25,11 @@ defaults (routing headers, retry bookkeeping; no OTel, no token capture) with
     in the harness's dialect (see _dialect_load.py).
 --repeat runs (a) and (b) again, to show how much they move on this machine (judge a
 goal over 3). --baseline-src DIR (a checkout's src/ folder: the code before a change)
-adds its gateway (on uvloop) to (a), interleaved with the others; a line per length.
-The load generator is raw aiohttp. --quick: fewer samples, a rough run in a few
-minutes. Not CI.
+adds its gateway (on uvloop) to (a), interleaved with the others, a line per length, and
+gives it (b)'s load too (a line per mode), so that both have the same past. Every
+rollout registered for a measurement is ended after it (as a user would), so no gateway
+carries one measurement's histories into the next. The load generator is raw aiohttp.
+--quick: fewer samples, a rough run in a few minutes. Not CI.
 """
 
 from __future__ import annotations
@@ -62,8 +64,20 @@ async def register(http: aiohttp.ClientSession, admin: str, n: int, name: str) -
             admin + "/rollouts", headers={"Authorization": "Bearer bench"}
         ) as resp:
             data: dict[str, Any] = await resp.json()
-        out.append(Target(name, data["openai_base_url"], data["api_key"]))
+        out.append(Target(name, data["openai_base_url"], data["api_key"], data["id"]))
     return out
+
+
+async def unregister(http: aiohttp.ClientSession, admin: str, targets: list[Target]) -> None:
+    """End the rollouts of ``targets``, as a user would once they are done: a gateway
+    that kept every rollout of the run (the 64 x 100 histories among them) would carry
+    their logs into the next measurement, which the baseline gateway does not."""
+    for rollout in {t.rollout for t in targets if t.rollout is not None}:
+        async with http.delete(
+            f"{admin}/rollouts/{rollout}", headers={"Authorization": "Bearer bench"}
+        ) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"DELETE rollout {rollout}: HTTP {resp.status}")
 
 
 def print_c1(rows: list[History]) -> None:
@@ -123,6 +137,13 @@ def print_rates(rows: list[tuple[str, dict[str, float], dict[str, float], int]])
             f"| {label} | {d:,.0f} | {each} | {rate['rolltap-uv'] / d:.2f} {ok} "
             f"| {rate['relay'] / d:.2f} | {per['relay']:.2f} | {per['rolltap-uv']:.2f} |"
         )
+    for label, rate, cpu, calls in rows:
+        if "base-uv" in rate:
+            print(
+                f"  {label}, --baseline-src then this code: {rate['base-uv']:,.0f} / "
+                f"{rate['rolltap-uv']:,.0f} calls/s, CPU {cpu['base-uv'] * 1000.0 / calls:.2f} / "
+                f"{cpu['rolltap-uv'] * 1000.0 / calls:.2f} ms a call"
+            )
 
 
 async def rates(
@@ -155,21 +176,30 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                 print(f"\n## repeat {rep + 1} of {args.repeat}")
             rows = []
             for n in args.histories:
-                ours = [(await register(http, admin, 1, name))[0]
-                        for name, admin in (admins | base).items()]  # fmt: skip
+                ours = {name: (await register(http, admin, 1, name))[0]
+                        for name, admin in (admins | base).items()}  # fmt: skip
                 cpu0 = {name: cpu_seconds(proc) for name, proc in procs.items()}
-                row = await c1_latencies(http, [direct, *bare.values(), *ours], n, args.samples)
+                row = await c1_latencies(
+                    http, [direct, *bare.values(), *ours.values()], n, args.samples
+                )
                 row.cpu_ms = {name: (cpu_seconds(proc) - cpu0[name]) * 1000.0 / row.calls
                               for name, proc in procs.items()}  # fmt: skip
                 rows.append(row)
+                for name, admin in (admins | base).items():
+                    await unregister(http, admin, [ours[name]])
             print_c1(rows)
             table = []
             for stream in (False, True):
                 targets = {"direct": [direct] * args.rollouts}
                 targets |= {name: [t] * args.rollouts for name, t in bare.items()}
-                for name, admin in admins.items():
+                # the baseline gateway takes the same load, so that (a)'s next repeat
+                # compares two gateways with the same past (a heap grown by the load
+                # costs ~40 us a call at c = 1)
+                for name, admin in (admins | base).items():
                     targets[name] = await register(http, admin, args.rollouts, name)
                 rate, cpu = await rates(http, targets, procs, args.turns, stream=stream)
+                for name, admin in (admins | base).items():
+                    await unregister(http, admin, targets[name])
                 calls = args.rollouts * args.turns
                 table.append(("stream" if stream else "non-streaming", rate, cpu, calls))
             print_rates(table)
