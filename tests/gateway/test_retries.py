@@ -63,8 +63,8 @@ async def _undelivered_call(
     while_stuck: Callable[[], Awaitable[object]] | None = None,
 ) -> str:  # fmt: skip
     """Send a call from a harness that reads nothing, wait until the gateway holds the
-    whole answer and is stuck writing it (its first bytes arrive: a whole answer is
-    written once read), run ``while_stuck``, then reset the connection; the call's id."""
+    whole answer and is stuck writing it, run ``while_stuck``, then reset the
+    connection; the call's id."""
     live = next(r for r in gateway.rollouts() if r.id == rollout["id"])
     url = urlsplit(rollout["openai_base_url"] + "/chat/completions")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -79,8 +79,7 @@ async def _undelivered_call(
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         await loop.sock_sendall(sock, head.encode() + body)
-        assert await loop.sock_recv(sock, 1) == b"H"  # "HTTP/1.1 200 OK", in a tiny window
-        assert not any(e.kind == "model_response" for e in live.log)  # recorded once written
+        await settle(lambda: any(e.kind == "model_response" for e in live.log))
         if while_stuck is not None:
             await while_stuck()
     finally:
@@ -136,8 +135,8 @@ async def test_a_retry_after_a_dropped_delivery_is_answered_from_the_recorded_an
 async def test_an_answer_read_through_a_policy_update_carries_the_version_it_was_answered_under(
     gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
 ) -> None:
-    # the answer is recorded once written; a harness slow to read it does not move it to
-    # weights set after it was answered
+    # a harness slow to read its answer does not move it to weights set after it was
+    # answered (the answer is recorded before it is written)
     assert (await admin(http, gateway, "POST", "/policy", {"version": "v1"}))[0] == 200
     rollout = await register(http, gateway)
     body = orjson.dumps({"messages": MESSAGES, "model": "sim-model", "max_tokens": BIG})

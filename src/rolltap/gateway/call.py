@@ -13,13 +13,10 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
    reaches the harness — the upstream's stream relayed as it arrives (translated event
    by event when the dialects differ), or a whole answer as a body or made into a
    stream, passed through byte for byte or translated through the canonical model;
-4. finish, then record: the answer is finished here (a body written, a stream closed),
-   not after the handler returns, so that a harness gone by then is noticed and the
-   answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`); then, however the
-   writing ended, the response event keeps what the upstream answered, in its dialect,
-   with a chat-shaped ``usage`` (:mod:`rolltap.gateway.answer_record`). The harness is
-   not kept waiting for the record, and nothing else happens between them: a harness
-   cannot end its rollout before the record is made.
+4. record: the response event keeps what the upstream answered, in its dialect, with
+   a chat-shaped ``usage`` (:mod:`rolltap.gateway.answer_record`); then the answer is
+   finished here, not after the handler returns, so that a harness gone by then is
+   noticed and the answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`).
 
 The request event of step 1 is written once the request is on its way
 (:meth:`ModelCall.defer_request`): the bookkeeping it takes (the conversation index, the
@@ -40,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -179,12 +176,11 @@ class ModelCall(CallEvents):
                 self.flush_request()
                 self.t_headers = time.perf_counter()
                 recorded, response = await self.deliver(reply)
-                # the harness has its answer first; it is recorded however that ends
-                timing = self.answer_ready()
-                try:
-                    return await self.finish(response, timing)
-                finally:
-                    self.record_reply(reply, recorded)
+                # recorded before the write, inside these scopes: a drain answers once
+                # its calls are recorded, and the write (to a harness maybe slow to read)
+                # holds no upstream connection, no slot and can be cut by no abort
+                self.record_reply(reply, recorded)
+        return await self.finish(response)
 
     def cuttable(self) -> AbstractAsyncContextManager[object]:
         """The scope an ``abort`` pause cuts: the whole call, for a relay (it then ends
@@ -195,15 +191,13 @@ class ModelCall(CallEvents):
             return nullcontext()
         return gate.cuttable()
 
-    async def finish(
-        self, response: web.StreamResponse, timing: Mapping[str, float | None] | None = None
-    ) -> web.StreamResponse:
+    async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
         """End the answer here: a body is written (saying what the gateway added to the
-        call, ``X-Rolltap-Overhead-Ms``, from the call's ``timing``), a stream closed."""
+        call, ``X-Rolltap-Overhead-Ms``), a stream closed."""
         if not response.prepared:
-            overhead = None if timing is None else timing.get("gateway_ms")
-            if overhead is not None:
-                response.headers[OVERHEAD_HEADER] = f"{overhead:.3f}"
+            timing = (self.answered or {}).get("timing") or {}
+            if timing.get("gateway_ms") is not None:
+                response.headers[OVERHEAD_HEADER] = f"{timing['gateway_ms']:.3f}"
             await response.prepare(self.request)
         await response.write_eof()
         self.delivery.delivered = True
