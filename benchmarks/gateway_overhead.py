@@ -69,9 +69,9 @@ async def register(http: aiohttp.ClientSession, admin: str, n: int, name: str) -
 
 
 async def unregister(http: aiohttp.ClientSession, admin: str, targets: list[Target]) -> None:
-    """End the rollouts of ``targets``, as a user would once they are done: a gateway
-    that kept every rollout of the run (the 64 x 100 histories among them) would carry
-    their logs into the next measurement, which the baseline gateway does not."""
+    """End the rollouts of ``targets``, as a user would once they are done (a gateway
+    would carry their logs, the 64 x 100 histories among them, into the next
+    measurement)."""
     for rollout in {t.rollout for t in targets if t.rollout is not None}:
         async with http.delete(
             f"{admin}/rollouts/{rollout}", headers={"Authorization": "Bearer bench"}

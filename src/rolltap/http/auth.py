@@ -116,7 +116,7 @@ def check_bearer(
 ) -> None:
     """Raise unless the request bears ``expected``: ``401`` on a wrong or missing token,
     ``429 auth_rate_limited`` once the peer failed too often (``key`` narrows the count)."""
-    if throttle:  # failures on record (none, the usual case: nothing to look up)
+    if len(throttle):  # failures on record (none, the usual case: nothing to look up)
         throttle.check(peer_of(request) + key)
     presented = bearer_token(request)
     if presented is None or not tokens_match(presented, expected):
