@@ -223,6 +223,8 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help="end at the first chunk")
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
+    if args.baseline_src and not (Path(args.baseline_src) / "rolltap").is_dir():
+        parser.error(f"--baseline-src {args.baseline_src}: no rolltap package there (a src/)")
     here = Path(__file__).resolve().parents[1] / "src"
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         srcs = {"rolltap": marked_copy(here, Path(tmp) / "new")}
