@@ -30,13 +30,13 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
 from _procs import free_port, rolltap_process, running
+from gateway_overhead import register
 
 _MARKS = '''"""Timing marks, written by benchmarks/c1_segments.py."""
 import json, os, signal, time
@@ -161,11 +161,16 @@ async def _call(
 
 
 async def _load(
-    targets: dict[str, Target], n: int, samples: int, stream: bool
+    bare: dict[str, Target], admins: dict[str, str], n: int, samples: int, stream: bool
 ) -> dict[str, list[tuple[int, int]]]:
-    out: dict[str, list[tuple[int, int]]] = {name: [] for name in targets}
-    names = list(targets)
+    """Each target's calls (send, end) at ``n`` messages: the ``bare`` ones and a new
+    rollout on each gateway of ``admins``."""
     async with aiohttp.ClientSession() as http:
+        targets = dict(bare)
+        for name, admin in admins.items():
+            targets[name] = (await register(http, admin, 1, name))[0]
+        out: dict[str, list[tuple[int, int]]] = {name: [] for name in targets}
+        names = list(targets)
         base = history(n - 2 if n > 2 else 2)
         for t in targets.values():  # the history sent once, as a rollout would have
             await _call(http, t, body(base, t, stream=False), False)
@@ -196,15 +201,6 @@ def segments(
         out.setdefault(f"{prev_name} -> client_end", []).append((end - prev) / 1000)
         out.setdefault("total", []).append((end - start) / 1000)
     return out
-
-
-def _register(admin: str, name: str) -> Target:
-    request = urllib.request.Request(
-        admin + "/rollouts", method="POST", headers={"Authorization": "Bearer bench"}
-    )
-    with urllib.request.urlopen(request) as resp:
-        data = json.load(resp)
-    return Target(name, data["openai_base_url"], data["api_key"], data["id"])
 
 
 def _print(n: int, direct: float, tables: dict[str, dict[str, list[float]]], warm: int) -> None:
@@ -244,20 +240,22 @@ def main() -> None:
         procs["relay"] = stack.enter_context(
             running(command, f"http://127.0.0.1:{port}/health", env=env)
         )
-        targets = {"direct": Target("direct", sim + "/v1", "k"),
-                   "relay": Target("relay", f"http://127.0.0.1:{port}/v1", "k")}  # fmt: skip
+        bare = {"direct": Target("direct", sim + "/v1", "k"),
+                "relay": Target("relay", f"http://127.0.0.1:{port}/v1", "k")}  # fmt: skip
+        admins = {}
         for name, src in srcs.items():
             port = free_port()
             files[name] = Path(tmp) / f"{name}.json"
             env = {**os.environ, "PYTHONPATH": str(src), "C1_MARKS": str(files[name])}
             gw_args = ["gateway", "--endpoint", sim + "/v1", "--model", "sim-model",
                        "--dialect", "chat", "--port", str(port), "--multiplex", "128"]  # fmt: skip
-            admin = f"http://127.0.0.1:{port}"
-            procs[name] = stack.enter_context(rolltap_process(gw_args, admin + "/health", env=env))
-            targets[name] = _register(admin, name)
+            admins[name] = f"http://127.0.0.1:{port}"
+            procs[name] = stack.enter_context(
+                rolltap_process(gw_args, admins[name] + "/health", env=env)
+            )
         warm = 20
         for n in (int(m) for m in args.messages.split(",")):
-            calls = asyncio.run(_load(targets, n, args.samples, args.stream))
+            calls = asyncio.run(_load(bare, admins, n, args.samples, args.stream))
             for proc in procs.values():
                 proc.send_signal(signal.SIGUSR2)
             time.sleep(1.0)  # each process writes its marks

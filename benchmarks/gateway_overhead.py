@@ -166,18 +166,19 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                   gateways: dict[str, tuple[str, psutil.Process]],
                   base: dict[str, str]) -> None:  # fmt: skip
     """``relays``: each bare relay's URL by name; ``admins``: each rolltap's admin URL;
-    ``base``: the --baseline-src gateway's, measured in (a) only."""
+    ``base``: the --baseline-src gateway's, measured in (a) and given (b)'s load."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         direct = Target("direct", sim_url + "/v1", "k")
         bare = {name: Target(name, url + "/v1", "k") for name, url in relays.items()}
+        measured = admins | base  # every rolltap gateway, the baseline's too
         for rep in range(args.repeat):
             if args.repeat > 1:
                 print(f"\n## repeat {rep + 1} of {args.repeat}")
             rows = []
             for n in args.histories:
                 ours = {name: (await register(http, admin, 1, name))[0]
-                        for name, admin in (admins | base).items()}  # fmt: skip
+                        for name, admin in measured.items()}  # fmt: skip
                 cpu0 = {name: cpu_seconds(proc) for name, proc in procs.items()}
                 row = await c1_latencies(
                     http, [direct, *bare.values(), *ours.values()], n, args.samples
@@ -185,7 +186,7 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                 row.cpu_ms = {name: (cpu_seconds(proc) - cpu0[name]) * 1000.0 / row.calls
                               for name, proc in procs.items()}  # fmt: skip
                 rows.append(row)
-                for name, admin in (admins | base).items():
+                for name, admin in measured.items():
                     await unregister(http, admin, [ours[name]])
             print_c1(rows)
             table = []
@@ -195,10 +196,10 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                 # the baseline gateway takes the same load, so that (a)'s next repeat
                 # compares two gateways with the same past (a heap grown by the load
                 # costs ~40 us a call at c = 1)
-                for name, admin in (admins | base).items():
+                for name, admin in measured.items():
                     targets[name] = await register(http, admin, args.rollouts, name)
                 rate, cpu = await rates(http, targets, procs, args.turns, stream=stream)
-                for name, admin in (admins | base).items():
+                for name, admin in measured.items():
                     await unregister(http, admin, targets[name])
                 calls = args.rollouts * args.turns
                 table.append(("stream" if stream else "non-streaming", rate, cpu, calls))

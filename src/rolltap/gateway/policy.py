@@ -260,10 +260,12 @@ class PolicyGate:
         return _Cut(self)
 
     def entered(self, ticket: _Cut) -> None:
+        """``ticket``'s request is in flight (its block entered)."""
         self._inflight.add(ticket)
         self._idle.clear()
 
     def left(self, ticket: _Cut) -> None:
+        """``ticket``'s block ended: a drain waiting for the last one returns."""
         self._inflight.discard(ticket)
         if not self._inflight:
             self._idle.set()
