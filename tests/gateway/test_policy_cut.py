@@ -61,3 +61,29 @@ async def test_a_block_done_before_the_pause_is_not_cut() -> None:
         pass
     assert await gate.pause("abort") == 0
     assert not ticket.aborted
+
+
+async def test_a_disarmed_block_is_not_cut_and_a_drain_still_waits_for_it() -> None:
+    # the call's answer is whole and being written: an abort leaves it, a drain waits
+    # until it is recorded (the block's end)
+    gate = PolicyGate(pause_max_s=5.0)
+    disarmed, end = asyncio.Event(), asyncio.Event()
+
+    async def answered() -> None:
+        async with gate.cuttable() as ticket:
+            ticket.disarm()
+            disarmed.set()
+            await end.wait()
+
+    async with asyncio.TaskGroup() as tasks:
+        task = tasks.create_task(answered())
+        await disarmed.wait()
+        assert await gate.pause("abort") == 0
+        assert gate.cut == 0 and gate.snapshot()["in_flight"] == 1
+        draining = tasks.create_task(gate.pause("drain"))
+        await asyncio.sleep(0)  # one turn: the drain starts and waits
+        assert gate.snapshot()["paused"] == "drain" and not draining.done()
+        end.set()
+        await task
+        assert await draining == 0
+    assert gate.snapshot()["in_flight"] == 0

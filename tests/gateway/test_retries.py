@@ -149,6 +149,25 @@ async def test_an_answer_read_through_a_policy_update_carries_the_version_it_was
     assert log[2]["payload"]["policy_version"] == "v2"  # the harness was gone under v2
 
 
+async def test_a_drain_is_not_held_by_a_harness_slow_to_read_a_large_answer(
+    gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
+) -> None:
+    # an answer over the connection's high-water mark may wait for the harness: it is
+    # recorded, then written outside the calls a drain waits for
+    rollout = await register(http, gateway)
+    body = orjson.dumps({"messages": MESSAGES, "model": "sim-model", "max_tokens": BIG})
+    answered: list[int] = []
+
+    async def drain() -> None:
+        answered.append((await admin(http, gateway, "POST", "/pause", {"mode": "drain"}))[0])
+        answered.append((await admin(http, gateway, "POST", "/resume", {}))[0])
+
+    await _undelivered_call(gateway, rollout, body, drain)
+    assert answered == [200, 200]
+    log = await events(http, gateway, rollout["id"])
+    assert _kinds(log) == ["model_request", "model_response", "model_error"]
+
+
 async def test_a_keyed_stream_is_replayed_as_a_stream(
     gateway: Gateway, http: aiohttp.ClientSession, sim: Simulator
 ) -> None:

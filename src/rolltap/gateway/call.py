@@ -14,9 +14,13 @@ kind of upstream the rollout has (:class:`~rolltap.clients.upstream.Upstream`):
    by event when the dialects differ), or a whole answer as a body or made into a
    stream, passed through byte for byte or translated through the canonical model;
 4. record: the response event keeps what the upstream answered, in its dialect, with
-   a chat-shaped ``usage`` (:mod:`rolltap.gateway.answer_record`); then the answer is
-   finished here, not after the handler returns, so that a harness gone by then is
-   noticed and the answer kept for its SDK's retry (:mod:`rolltap.gateway.replay`).
+   a chat-shaped ``usage`` (:mod:`rolltap.gateway.answer_record`), before a ``drain``
+   pause can return; the answer is finished here, not after the handler returns, so that
+   a harness gone by then is noticed and the answer kept for its SDK's retry
+   (:mod:`rolltap.gateway.replay`). A body the harness's connection takes at once is
+   written just before it is recorded (the harness does not wait for the record; its
+   timing and policy version are those of the moment it was ready); a stream's end, or a
+   larger body, once it is recorded.
 
 The request event of step 1 is written once the request is on its way
 (:meth:`ModelCall.defer_request`): the bookkeeping it takes (the conversation index, the
@@ -51,8 +55,9 @@ from rolltap.dialects.canonical import Dialect, Response
 from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError
 from rolltap.gateway.answer_record import answer_recorded
-from rolltap.gateway.call_events import CallEvents, DeferredRequests
+from rolltap.gateway.call_events import CallEvents, DeferredRequests, Timing
 from rolltap.gateway.conversation import Found
+from rolltap.gateway.policy import InFlight
 from rolltap.gateway.relay_body import is_relay
 from rolltap.gateway.replay import (
     NOT_A_RETRY,
@@ -70,6 +75,8 @@ from rolltap.http.errors import error_response
 __all__ = ["ModelCall", "Path", "path_of"]
 
 _JSON = "application/json"
+#: room left for a response's status line and headers under the high-water mark
+_HEADERS_ROOM = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,20 +176,33 @@ class ModelCall(CallEvents):
         self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         queued = time.perf_counter()
-        async with self.cuttable(), slot:
-            self.t_sent = time.perf_counter()
-            self.waited += self.t_sent - queued
-            async with self.upstream.call(sent) as reply:
-                self.flush_request()
-                self.t_headers = time.perf_counter()
-                recorded, response = await self.deliver(reply)
-                # recorded before the write, inside these scopes: a drain answers once
-                # its calls are recorded, and the write (to a harness maybe slow to read)
-                # holds no upstream connection, no slot and can be cut by no abort
-                self.record_reply(reply, recorded)
+        async with self.cuttable() as in_flight:
+            async with slot:
+                self.t_sent = time.perf_counter()
+                self.waited += self.t_sent - queued
+                async with self.upstream.call(sent) as reply:
+                    self.flush_request()
+                    self.t_headers = time.perf_counter()
+                    recorded, response = await self.deliver(reply)
+            # The answer is whole: no upstream connection, no slot held. It is recorded
+            # within the in-flight block (a drain returns once its calls are recorded).
+            # A body the harness's connection takes at once is written first (the
+            # harness need not wait for the record; the write cannot wait on it, so
+            # nothing runs between them) and no abort cuts it any more.
+            if self.writes_at_once(response):
+                if in_flight is not None:
+                    in_flight.disarm()
+                timing = self.answer_ready()
+                try:
+                    return await self.finish(response, timing)
+                finally:
+                    self.record_reply(reply, recorded)
+            self.record_reply(reply, recorded)
+        # a stream's end, or a body the harness must read before it is all written: out
+        # of the block, as a harness slow to read must not hold a drain
         return await self.finish(response)
 
-    def cuttable(self) -> AbstractAsyncContextManager[object]:
+    def cuttable(self) -> AbstractAsyncContextManager[InFlight | None]:
         """The scope an ``abort`` pause cuts: the whole call, for a relay (it then ends
         ``upstream_aborted``); nothing for the token upstream, which cuts and continues
         each of its completion's parts itself."""
@@ -191,11 +211,28 @@ class ModelCall(CallEvents):
             return nullcontext()
         return gate.cuttable()
 
-    async def finish(self, response: web.StreamResponse) -> web.StreamResponse:
+    def writes_at_once(self, response: web.StreamResponse) -> bool:
+        """Whether ``response`` is a whole body the harness's connection takes without
+        waiting: under the transport's high-water mark, aiohttp writes it without
+        suspending (a stream, or a larger body, may wait for the harness to read)."""
+        transport = self.request.transport
+        if response.prepared or transport is None or not isinstance(response, web.Response):
+            return False
+        body = response.body
+        if not isinstance(body, bytes):
+            return False
+        high = transport.get_write_buffer_limits()[1]
+        return transport.get_write_buffer_size() + len(body) + _HEADERS_ROOM <= high
+
+    async def finish(
+        self, response: web.StreamResponse, timing: Timing | None = None
+    ) -> web.StreamResponse:
         """End the answer here: a body is written (saying what the gateway added to the
-        call, ``X-Rolltap-Overhead-Ms``), a stream closed."""
+        call, ``X-Rolltap-Overhead-Ms``, from ``timing`` or the response event's), a
+        stream closed."""
         if not response.prepared:
-            timing = (self.answered or {}).get("timing") or {}
+            if timing is None:
+                timing = (self.answered or {}).get("timing") or {}
             if timing.get("gateway_ms") is not None:
                 response.headers[OVERHEAD_HEADER] = f"{timing['gateway_ms']:.3f}"
             await response.prepare(self.request)

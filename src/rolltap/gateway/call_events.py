@@ -31,6 +31,9 @@ __all__ = ["CallEvents", "DeferredRequests"]
 
 _MAX_ERROR_BODY = 4096
 
+#: a call's timing (:meth:`CallEvents.timing`), in milliseconds
+Timing = dict[str, float | None]
+
 
 class _Deferred(Protocol):
     def flush_request(self) -> None: ...
@@ -72,7 +75,7 @@ class CallEvents:
 
     __slots__ = (
         "answered", "arrived", "body", "deferred", "delivery", "found", "harness", "intercept",
-        "keep_body", "lookup", "pending", "prefix", "replica", "requested", "rollout",
+        "keep_body", "lookup", "pending", "prefix", "ready", "replica", "requested", "rollout",
         "sent_version", "stats", "stream", "t_done", "t_first", "t_headers", "t_sent",
         "upstream_name", "waited", "waited_inside",
     )  # fmt: skip
@@ -120,6 +123,9 @@ class CallEvents:
         self.requested = False
         #: the gateway's policy version when the call left the gate
         self.sent_version: str | None = None
+        #: the call's timing and the gateway's policy version when its answer was ready
+        #: for the harness (:meth:`answer_ready`), which its response event records
+        self.ready: tuple[Timing, str | None] | None = None
 
     def defer_request(self, sent: UpstreamRequest) -> None:
         """Write the request event once the request is on its way (:class:`DeferredRequests`),
@@ -205,17 +211,30 @@ class CallEvents:
             reply.capture.settle(recorded, prefix=self.prefix, conversation=conversation)
         self.record_response(reply.status, recorded)
 
+    def answer_ready(self) -> Timing:
+        """The answer is ready for the harness: what its response event records of this
+        moment (the call's timing, the policy version it was answered under) is fixed now,
+        before it is written — a slow harness may read it through a policy update. The
+        timing."""
+        self.ready = self._moment()
+        return self.ready[0]
+
+    def _moment(self) -> tuple[Timing, str | None]:
+        gate = self.rollout.gate
+        return self.timing(final=True), None if gate is None else gate.version
+
     def record_response(self, status: int, recorded: dict[str, Any]) -> None:
         """The response event, and the counters its usage goes to."""
+        timing, current = self._moment() if self.ready is None else self.ready
         payload: dict[str, Any] = {
             "intercept_id": self.intercept.id,
             "status": status,
             "stream": self.stream,
             "dialect": self.upstream_name,
             **recorded,
-            "timing": self._timing(final=True),
+            "timing": timing,
         }
-        mismatch = self._stamp_policy(payload)
+        mismatch = self._stamp_policy(payload, current)
         self.rollout.log.append(EventKind.MODEL_RESPONSE, payload)
         if mismatch is not None:
             self.rollout.log.append(EventKind.NOTE, mismatch)
@@ -227,14 +246,12 @@ class CallEvents:
         )  # fmt: skip
         self.rollout.add_usage(payload["usage"])
 
-    def _stamp_policy(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+    def _stamp_policy(self, payload: dict[str, Any], current: str | None) -> dict[str, Any] | None:
         """Set the answer's ``policy_version``: the engine's own where it reported one
-        (the upstream's record, or the answer's body), else the gateway's current one.
-        Returns the note to record when the engine's is neither the gateway's version now
-        nor the one the call was sent under (a version set between the end of the
+        (the upstream's record, or the answer's body), else ``current``, the gateway's as
+        the answer was ready. Returns the note to record when the engine's is neither that
+        version nor the one the call was sent under (a version set between the end of the
         engine's answer and this record is no disagreement)."""
-        gate = self.rollout.gate
-        current = None if gate is None else gate.version
         engine = payload.get("policy_version")
         if engine is None:
             engine = reported_version(payload.get("body"))
@@ -259,7 +276,7 @@ class CallEvents:
                 "intercept_id": self.intercept.id, "status": answer.status,
                 "stream": self.stream, "dialect": self.upstream_name, **answer.recorded,
                 "replay_of": self.lookup.retry_of, "retry_count": self.lookup.retry_count,
-                "timing": self._timing(),
+                "timing": self.timing(),
             },
         )  # fmt: skip
         self.stats.replays += 1
@@ -274,7 +291,7 @@ class CallEvents:
             "intercept_id": self.intercept.id,
             **err.to_dict(),
             "stream": self.stream,
-            "timing": self._timing(),
+            "timing": self.timing(),
         }
         if self.rollout.gate is not None:
             payload["policy_version"] = self.rollout.gate.version
@@ -284,7 +301,7 @@ class CallEvents:
         self.delivery.error_status = http_status_of(err)
         self.stats.record_error(err.code)
 
-    def _timing(self, *, final: bool = False) -> dict[str, float | None]:
+    def timing(self, *, final: bool = False) -> Timing:
         """From the intercept's start: headers, first chunk, now; ``final`` (an answer
         read whole from the upstream) adds the upstream's window, the waits and the
         gateway's own share (:mod:`rolltap.gateway.overhead`)."""

@@ -40,7 +40,9 @@ from rolltap.errors import (
 )
 from rolltap.gateway.ahead import AheadBound
 
-__all__ = ["PAUSE_MODES", "PauseMode", "PolicyGate", "parse_pause_mode", "reported_version"]
+__all__ = [
+    "PAUSE_MODES", "InFlight", "PauseMode", "PolicyGate", "parse_pause_mode", "reported_version",
+]  # fmt: skip
 
 PauseMode = Literal["hold", "drain", "abort"]
 PAUSE_MODES: tuple[PauseMode, ...] = get_args(PauseMode)
@@ -58,7 +60,7 @@ def parse_pause_mode(value: Any) -> PauseMode:
     )
 
 
-class _Cut:
+class InFlight:
     """One upstream request an ``abort`` pause can cut (a :class:`~rolltap.clients.
     upstream.Cut`), as the block it runs in (:meth:`PolicyGate.cuttable`).
 
@@ -67,18 +69,27 @@ class _Cut:
     going away, stays a cancellation) into :class:`~rolltap.errors.UpstreamAbortedError`.
     A plain class, not a generator: every call to an endpoint runs one."""
 
-    __slots__ = ("aborted", "cancelling", "gate", "task")
+    __slots__ = ("aborted", "armed", "cancelling", "gate", "task")
 
     def __init__(self, gate: PolicyGate) -> None:
-        self.gate, self.aborted, self.cancelling = gate, False, 0
+        self.gate, self.aborted, self.armed, self.cancelling = gate, False, True, 0
         self.task: asyncio.Task[Any] | None = None
 
-    def cut(self) -> None:
-        if not self.aborted and self.task is not None:
-            self.aborted = True
-            self.task.cancel()
+    def cut(self) -> bool:
+        """Cut the block's request, unless it is cut already, over or :meth:`disarm`-ed;
+        whether it was cut."""
+        if self.aborted or not self.armed or self.task is None:
+            return False
+        self.aborted = True
+        self.task.cancel()
+        return True
 
-    async def __aenter__(self) -> _Cut:
+    def disarm(self) -> None:
+        """The request is over, its answer whole: an abort no longer cuts the block, and a
+        drain still waits for its end (where the answer is recorded)."""
+        self.armed = False
+
+    async def __aenter__(self) -> InFlight:
         task = self.task = asyncio.current_task()
         self.cancelling = 0 if task is None else task.cancelling()
         self.gate.entered(self)
@@ -120,7 +131,7 @@ class PolicyGate:
         self._open.set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._inflight: set[_Cut] = set()
+        self._inflight: set[InFlight] = set()
         #: calls waiting for a resume now, new rollouts waiting for a version; pauses so
         #: far, requests cut, calls refused
         self.held = self.held_ahead = 0
@@ -184,10 +195,7 @@ class PolicyGate:
         self._open.clear()
         cuts = 0
         if mode == "abort" and cut:
-            for ticket in list(self._inflight):
-                if not ticket.aborted:
-                    ticket.cut()
-                    cuts += 1
+            cuts = sum(ticket.cut() for ticket in list(self._inflight))
             self.cut += cuts
         elif mode == "drain":
             await self._idle.wait()
@@ -253,18 +261,18 @@ class PolicyGate:
         await self.wait_open()
         yield
 
-    def cuttable(self) -> _Cut:
+    def cuttable(self) -> InFlight:
         """An upstream request in flight, as a block: ``drain`` waits for it, ``abort``
         cuts it (the ticket's ``aborted`` is set and the block ends with
         :class:`~rolltap.errors.UpstreamAbortedError`)."""
-        return _Cut(self)
+        return InFlight(self)
 
-    def entered(self, ticket: _Cut) -> None:
+    def entered(self, ticket: InFlight) -> None:
         """``ticket``'s request is in flight (its block entered)."""
         self._inflight.add(ticket)
         self._idle.clear()
 
-    def left(self, ticket: _Cut) -> None:
+    def left(self, ticket: InFlight) -> None:
         """``ticket``'s block ended: a drain waiting for the last one returns."""
         self._inflight.discard(ticket)
         if not self._inflight:
