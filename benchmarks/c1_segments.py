@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -102,10 +103,18 @@ def _indent(line: str) -> str:
 
 
 def _insert(path: Path, anchor: str, name: str, where: str) -> None:
-    """Mark ``name`` before ``anchor``, after it or between its two lines ("mid")."""
+    """Mark ``name`` before ``anchor``, after it or between its two lines ("mid");
+    ``anchor`` matches at any indentation (a block around it may come or go)."""
     text = path.read_text()
-    if text.count(anchor) != 1:
+    lines = anchor.split("\n")
+    pattern = "\n".join(
+        (r"^[ ]*" if i == 0 or line.strip() else "") + re.escape(line.lstrip())
+        for i, line in enumerate(lines)
+    )
+    found = re.findall(pattern, text, flags=re.MULTILINE)
+    if len(found) != 1:
         sys.exit(f"{path}: no single place to mark {name!r} ({anchor!r}): the code moved")
+    anchor = found[0]
     call = f"mark({name!r})\n"
     head, _, tail = anchor.partition("\n")
     if where == "before":

@@ -172,6 +172,7 @@ class CallEvents:
             found = conversations.find(conversation_of(self.harness.name, self.body))
         match = conversations.remember(found, self.harness.name)
         self.prefix = match.length
+        self.lookup = self.lookup.with_conversation(found.digest)
         self.found = None  # its dump is the history's size: not kept through the call
         key = CONVERSATION_KEYS[self.harness.name]
         self.rollout.log.append(

@@ -29,7 +29,7 @@ from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.conversation import Found, conversation_of
 from rolltap.gateway.refused import Arrival
 from rolltap.gateway.relay_body import check_relayed, is_relay
-from rolltap.gateway.replay import look_up
+from rolltap.gateway.replay import digested, look_up
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
@@ -43,25 +43,30 @@ PREFIX = "/r/{rollout_id}/v1"
 
 async def _read(
     request: web.Request, arrival: Arrival, context: GatewayContext
-) -> tuple[dict[str, Any], Found, bytes]:
-    """The parsed body, what the rollout's conversations know of it, and its bytes;
-    ``arrival`` learns each as it comes.
+) -> tuple[dict[str, Any], Found | None, bytes]:
+    """The parsed body, what the rollout's conversations know of it (None: not looked
+    up yet) and its bytes; ``arrival`` learns each as it comes.
 
-    The body is parsed once; the messages past the longest conversation the rollout sent
-    before are checked (that prefix was, when it was sent): validated in the dialect when
-    the call is translated, only for what the gateway reads when it is relayed. The bytes
-    (MBs for a long multimodal history) must not stay referenced by the handler for the
-    whole call: a relay that changes nothing sends them, else they go once the request is
-    made (unless the gateway keeps them, for benchmarks).
+    The body is parsed once. A translated call is validated in its dialect past the
+    longest conversation the rollout sent before (that prefix was, when it was sent). A
+    relayed one is checked only for what the gateway reads, the whole body at C speed;
+    its conversation is looked up once the request is on its way (with its request
+    event), unless a retry's digest needs it first (:func:`~rolltap.gateway.replay.
+    digested`). The bytes (MBs for a long multimodal history) must not stay referenced
+    by the handler for the whole call: a relay that changes nothing sends them, else
+    they go once the request is made (unless the gateway keeps them, for benchmarks).
     """
     settings, rollout, dialect = context.settings, arrival.rollout, arrival.dialect
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     arrival.size = len(raw)
     rollout.history_bytes = max(rollout.history_bytes, arrival.size)
     body = arrival.body = parse_json_object(raw)
-    found = rollout.conversations.find(conversation_of(dialect.name, body))
-    start = found.validated(dialect.name)
-    if is_relay(dialect.name, rollout.upstream.name):
+    relayed = is_relay(dialect.name, rollout.upstream.name)
+    found = None
+    if not relayed or digested(rollout.replays, request.headers):
+        found = rollout.conversations.find(conversation_of(dialect.name, body))
+    start = 0 if found is None else found.validated(dialect.name)
+    if relayed:
         check_relayed(dialect.name, body, start)
     else:
         dialect.validate_body(body, start)
@@ -80,7 +85,8 @@ async def answer_call(
         body, found, raw = await _read(request, arrival, context)
         kept = None if context.settings.discard_intercepts else raw
         context.stats.requests += 1
-        lookup = look_up(rollout.replays, request.headers, dialect.name, body, found.digest)
+        conversation = None if found is None else found.digest
+        lookup = look_up(rollout.replays, request.headers, dialect.name, body, conversation)
         context.stats.retries += lookup.retry_count > 0
         intercept = rollout.open_intercept()
     except RolltapError as err:

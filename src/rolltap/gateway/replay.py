@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -48,6 +48,7 @@ __all__ = [
     "Lookup",
     "ReplayBook",
     "digest",
+    "digested",
     "look_up",
 ]
 
@@ -95,9 +96,11 @@ class Lookup:
     #: the body's top-level fields but the conversation, as the harness sent them, and the
     #: conversation's SHA-256, kept when the digest was not made: digested only if the
     #: call must be remembered (an upstream's rewrites, made in place on the body,
-    #: replace top-level fields and never reach into this copy)
+    #: replace top-level fields and never reach into this copy). The SHA-256 is None
+    #: until the conversation index has made it (with the call's request event, for a
+    #: relayed call: :meth:`with_conversation`)
     sent: Mapping[str, Any] | None = None
-    conversation: bytes = b""
+    conversation: bytes | None = None
 
     def digest_of(self, dialect: str, body: Mapping[str, Any]) -> str:
         """The request's digest as the harness sent it (``body``, in ``dialect``, itself
@@ -106,7 +109,20 @@ class Lookup:
             return self.request
         if self.sent is None:
             return digest(dialect, body)
-        return _digest(self.sent, self.conversation)
+        return _digest(self.sent, self.conversation_of(dialect, body))
+
+    def conversation_of(self, dialect: str, body: Mapping[str, Any]) -> bytes:
+        """The conversation's SHA-256: kept, or made of ``body`` (which still holds it
+        until the request event is written, where the kept one is set)."""
+        if self.conversation is not None:
+            return self.conversation
+        return conversation_digest(conversation_of(dialect, body))
+
+    def with_conversation(self, conversation: bytes) -> Lookup:
+        """This lookup, with its conversation's SHA-256 kept if it had none."""
+        if self.sent is None or self.conversation is not None:
+            return self
+        return replace(self, conversation=conversation)
 
 
 NOT_A_RETRY = Lookup()
@@ -194,12 +210,19 @@ def idempotency_key_of(headers: Mapping[str, str]) -> str | None:
     return value
 
 
+def digested(book: ReplayBook | None, headers: Mapping[str, str]) -> bool:
+    """Whether :func:`look_up` digests an arriving call with ``headers`` (its
+    conversation's SHA-256 is needed then, before the call is made)."""
+    return book is not None or IDEMPOTENCY_HEADER in headers
+
+
 def look_up(
     book: ReplayBook | None, headers: Mapping[str, str], dialect: str, body: Mapping[str, Any],
-    conversation: bytes,
+    conversation: bytes | None,
 ) -> Lookup:  # fmt: skip
     """What the arriving call with ``headers`` and ``body`` (in ``dialect``, its
-    conversation's SHA-256 ``conversation``) is, against the rollout's book.
+    conversation's SHA-256 ``conversation``: None when not made yet, which it must be
+    when the call is :func:`digested`) is, against the rollout's book.
 
     ``IdempotencyKeyReusedError`` when its ``Idempotency-Key`` was used with another body.
     """

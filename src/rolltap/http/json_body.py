@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import orjson
@@ -23,24 +24,42 @@ __all__ = [
     "upstream_stream_event",
 ]
 
-#: the deepest nesting a request body may have: orjson parses up to 1024 levels but
-#: writes only 255, and pydantic serializes less, so a deeper body accepted here could
-#: not be recorded or passed on
+#: the deepest nesting a request body may have (objects and arrays, empty ones too):
+#: orjson parses up to 1024 levels but writes only 254, and pydantic serializes less, so
+#: a deeper body accepted here could not be recorded or passed on
 MAX_JSON_DEPTH = 128
+#: orjson refuses to write a value nested this deep
+_ORJSON_WRITES_BELOW = 255
+#: a value wrapped in this many arrays is written by orjson exactly when it nests no
+#: deeper than MAX_JSON_DEPTH: the check runs in C (a body's history is thousands of
+#: nodes, too many to walk in Python on every call)
+_WRAP = _ORJSON_WRITES_BELOW - 1 - MAX_JSON_DEPTH
+#: each thread's wrapper: (its innermost array, the outermost)
+_WRAPPERS = threading.local()
 
 
 def _too_deep(value: object) -> bool:
-    level: list[object] = [value]
-    for _ in range(MAX_JSON_DEPTH):
-        level = [
-            child
-            for node in level
-            if isinstance(node, dict | list)
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-        if not level:
-            return False
-    return any(isinstance(node, dict | list) and node for node in level)
+    inner, outer = _wrapper()
+    inner.append(value)
+    try:
+        orjson.dumps(outer)
+    except orjson.JSONEncodeError as exc:
+        # its other refusals (a key that is not a string, say) are not about depth
+        return "Recursion limit" in str(exc)
+    finally:
+        inner.clear()
+    return False
+
+
+def _wrapper() -> tuple[list[Any], list[Any]]:
+    made: tuple[list[Any], list[Any]] | None = getattr(_WRAPPERS, "made", None)
+    if made is None:
+        inner: list[Any] = []
+        outer = inner
+        for _ in range(_WRAP - 1):
+            outer = [outer]
+        made = _WRAPPERS.made = (inner, outer)
+    return made
 
 
 def load_json_object(raw: bytes) -> dict[str, Any]:
