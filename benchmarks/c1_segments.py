@@ -56,15 +56,18 @@ _POST = (
     "url, data=body, headers=headers, allow_redirects=False)\n"
 )
 _OPEN = "        resp, frames = await self.open_stream(reply.status, reply.headers)\n        relay"
+#: a place to mark: a line or lines of code, or the versions of it the code has had
+_Anchor = str | tuple[str, ...]
 #: (file under src/rolltap, anchor, mark, where: before, after, or "mid" (between its lines))
-_GATEWAY = [
+_GATEWAY: list[tuple[str, _Anchor, str, str]] = [
     ("gateway/harness.py", "    async def handler(request: web.Request) -> web.StreamResponse:\n",
      "g0_handler", "after"),
     ("gateway/harness.py", "        request.app[SERVER].check(request, rollout)\n",
      "g0b_checked", "after"),
     ("gateway/harness.py", "    body = arrival.body = parse_json_object(raw)\n",
      "g0d_parsed", "after"),
-    ("gateway/harness.py", "    start = found.validated(dialect.name)\n", "g0e_found", "after"),
+    ("gateway/harness.py", ("    start = 0 if found is None else found.validated(dialect.name)\n",
+                            "    start = found.validated(dialect.name)\n"), "g0e_found", "after"),
     ("gateway/harness.py", "        body, found, raw = await _read(request, arrival, context)\n",
      "g1_read", "after"),
     ("gateway/harness.py",
@@ -83,7 +86,7 @@ _GATEWAY = [
      "g7_delivered", "after"),
 ]  # fmt: skip
 #: the same points in code from before clients/exchange.py (stop 43)
-_OLD_SEND = [
+_OLD_SEND: list[tuple[str, _Anchor, str, str]] = [
     ("clients/relay.py", "            response = await self._client_session().post(\n",
      "g4_post", "before"),
     ("clients/relay.py", "                url, data=body, headers=headers, allow_redirects=False\n"
@@ -102,18 +105,22 @@ def _indent(line: str) -> str:
     return " " * (len(line) - len(line.lstrip()))
 
 
-def _insert(path: Path, anchor: str, name: str, where: str) -> None:
-    """Mark ``name`` before ``anchor``, after it or between its two lines ("mid");
-    ``anchor`` matches at any indentation (a block around it may come or go)."""
+def _insert(path: Path, anchors: _Anchor, name: str, where: str) -> None:
+    """Mark ``name`` before the first of ``anchors`` the file has, after it or between
+    its two lines ("mid"); an anchor matches at any indentation (a block around it may
+    come or go)."""
     text = path.read_text()
-    lines = anchor.split("\n")
-    pattern = "\n".join(
-        (r"^[ ]*" if i == 0 or line.strip() else "") + re.escape(line.lstrip())
-        for i, line in enumerate(lines)
-    )
-    found = re.findall(pattern, text, flags=re.MULTILINE)
-    if len(found) != 1:
-        sys.exit(f"{path}: no single place to mark {name!r} ({anchor!r}): the code moved")
+    for anchor in (anchors,) if isinstance(anchors, str) else anchors:
+        lines = anchor.split("\n")
+        pattern = "\n".join(
+            (r"^[ ]*" if i == 0 or line.strip() else "") + re.escape(line.lstrip())
+            for i, line in enumerate(lines)
+        )
+        found = re.findall(pattern, text, flags=re.MULTILINE)
+        if len(found) == 1:
+            break
+    else:
+        sys.exit(f"{path}: no single place to mark {name!r} ({anchors!r}): the code moved")
     anchor = found[0]
     call = f"mark({name!r})\n"
     head, _, tail = anchor.partition("\n")

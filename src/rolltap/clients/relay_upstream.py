@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from multidict import CIMultiDict
 
 from rolltap.clients.capture import ServerCapture, capture_rewrites, captured_fields
+from rolltap.clients.exchange import Exchange
 from rolltap.clients.relay import RelayClient, relayed_headers
 from rolltap.clients.relay_drift import RelayTurns
 from rolltap.clients.sent_body import SentOnce
@@ -105,7 +105,7 @@ class RelayUpstream:
         else:
             body, dropped, headers = translated(call, self.name, self.unsupported)
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
-        kept = dataclasses.replace(call, raw=None)  # the bytes go as ``data``, once
+        kept = call.without_raw()  # the bytes go as ``data``, once
         if self.turns is None:
             raw = call.raw if body is call.body and not rewrites else None  # nothing changed
             data = dumps_kept(body) if raw is None else raw
@@ -116,21 +116,43 @@ class RelayUpstream:
         return RelayRequest(kept, body, rewrites + more, capture=capture, headers=headers,
                             data=SentOnce(dumps_kept(body)))  # fmt: skip
 
-    @asynccontextmanager
-    async def call(self, request: RelayRequest) -> AsyncIterator[Reply]:
+    def call(self, request: RelayRequest) -> _RelayCall:
         """A stream when the harness asked for one and the upstream sent events; a body
         otherwise (an upstream may answer a stream request with one JSON body)."""
-        call, data, capture = request.call, request.data, request.capture
+        call = request.call
         headers = call.headers if request.headers is None else request.headers
-        send = self.client.send(self.dialect.path, data, headers, rollout_id=call.rollout_id)
+        send = self.client.send(
+            self.dialect.path, request.data, headers, rollout_id=call.rollout_id
+        )
+        return _RelayCall(self, request, send)
+
+
+class _RelayCall:
+    """One relayed request as a block, its reply inside (a class, not a generator: every
+    relayed call runs one)."""
+
+    __slots__ = ("request", "send", "upstream")
+
+    def __init__(self, upstream: RelayUpstream, request: RelayRequest, send: Exchange) -> None:
+        self.upstream, self.request, self.send = upstream, request, send
+
+    async def __aenter__(self) -> Reply:
+        up = await self.send.__aenter__()
+        capture = self.request.capture
         parse = _answer if capture is None else functools.partial(_captured, capture)
-        async with send as up:
-            streamed = call.stream and up.content_type == _SSE
-            yield Reply(
-                up.status, relayed_headers(up.headers), "stream" if streamed else "body",
-                self.dialect, up, parse, retry_after=up.headers.get("Retry-After"),
-                capture=capture,
-            )  # fmt: skip
+        streamed = self.request.call.stream and up.content_type == _SSE
+        try:
+            headers = relayed_headers(up.headers)
+        except BaseException as exc:  # re-raised: the connection is let go first
+            await self.send.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return Reply(
+            up.status, headers, "stream" if streamed else "body", self.upstream.dialect, up,
+            parse, retry_after=up.headers.get("Retry-After"), capture=capture,
+        )  # fmt: skip
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.send.__aexit__(*exc_info)
 
 
 def translated(

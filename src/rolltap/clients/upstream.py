@@ -63,6 +63,14 @@ class ModelRequest:
     #: that changes nothing sends them as they are (no second copy, not re-encoded)
     raw: bytes | None = None
 
+    def without_raw(self) -> ModelRequest:
+        """This call less its bytes (once the upstream has made its request of them).
+        Built field by field: ``dataclasses.replace`` costs several times more, per call."""
+        return ModelRequest(
+            self.dialect, self.body, self.headers, self.rollout_id, self.call_id,
+            self.sampling, self.stream,
+        )  # fmt: skip
+
 
 @dataclass(slots=True)
 class UpstreamRequest:
