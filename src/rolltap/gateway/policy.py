@@ -61,8 +61,9 @@ def parse_pause_mode(value: Any) -> PauseMode:
 
 
 class InFlight:
-    """One upstream request an ``abort`` pause can cut (a :class:`~rolltap.clients.
-    upstream.Cut`), as the block it runs in (:meth:`PolicyGate.cuttable`).
+    """One upstream request in flight, as the block it runs in (:meth:`PolicyGate.
+    cuttable`): a ``drain`` waits for the block's end; an ``abort`` cuts it (a
+    :class:`~rolltap.clients.upstream.Cut`) until its answer is whole (:meth:`disarm`).
 
     A cut cancels the task in the block, which gets ``CancelledError`` wherever it waits;
     the block turns that cancellation (and only that one: another, such as the harness
