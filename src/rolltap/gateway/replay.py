@@ -109,9 +109,9 @@ class Lookup:
             return self.request
         if self.sent is None:
             return digest(dialect, body)
-        return _digest(self.sent, self.conversation_of(dialect, body))
+        return _digest(self.sent, self._conversation(dialect, body))
 
-    def conversation_of(self, dialect: str, body: Mapping[str, Any]) -> bytes:
+    def _conversation(self, dialect: str, body: Mapping[str, Any]) -> bytes:
         """The conversation's SHA-256: kept, or made of ``body`` (which still holds it
         until the request event is written, where the kept one is set)."""
         if self.conversation is not None:
