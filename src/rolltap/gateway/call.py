@@ -176,30 +176,30 @@ class ModelCall(CallEvents):
         self.defer_request(sent)
         slot = rollout.slot() if rollout.pin is None else rollout.pin.slot(rollout)
         queued = time.perf_counter()
-        async with self.cuttable() as in_flight:
-            async with slot:
-                self.t_sent = time.perf_counter()
-                self.waited += self.t_sent - queued
-                async with self.upstream.call(sent) as reply:
-                    self.flush_request()
-                    self.t_headers = time.perf_counter()
-                    recorded, response = await self.deliver(reply)
-            # The answer is whole: no upstream connection, no slot held. It is recorded
-            # within the in-flight block (a drain returns once its calls are recorded).
-            # A body the harness's connection takes at once is written first (the
-            # harness need not wait for the record; the write cannot wait on it, so
-            # nothing runs between them) and no abort cuts it any more.
-            if self.writes_at_once(response):
-                if in_flight is not None:
-                    in_flight.disarm()
-                timing = self.answer_ready()
-                try:
-                    return await self.finish(response, timing)
-                finally:
-                    self.record_reply(reply, recorded)
-            self.record_reply(reply, recorded)
+        async with self.cuttable() as in_flight, slot:
+            self.t_sent = time.perf_counter()
+            self.waited += self.t_sent - queued
+            async with self.upstream.call(sent) as reply:
+                self.flush_request()
+                self.t_headers = time.perf_counter()
+                recorded, response = await self.deliver(reply)
+                # Recorded inside these scopes, with nothing awaited since the answer
+                # came whole: a drain returns once its calls are recorded, and a harness
+                # that hangs up once it has read the last event cancels the call only
+                # after. A body the connection takes at once is written first (the
+                # harness need not wait for the record): that write cannot wait on the
+                # harness, so it holds the slot and the connection for no time and
+                # nothing runs between it and the record.
+                if self.writes_at_once(response):
+                    if in_flight is not None:
+                        in_flight.disarm()  # the answer is whole: an abort leaves it
+                    try:
+                        return await self.finish(response, self.answer_ready())
+                    finally:
+                        self.record_reply(reply, recorded)
+                self.record_reply(reply, recorded)
         # a stream's end, or a body the harness must read before it is all written: out
-        # of the block, as a harness slow to read must not hold a drain
+        # of the scopes, as a harness slow to read must hold no slot and no drain
         return await self.finish(response)
 
     def cuttable(self) -> AbstractAsyncContextManager[InFlight | None]:
