@@ -232,7 +232,7 @@ def look_up(
     """
     retries = retry_count_of(headers)
     key = idempotency_key_of(headers)
-    if key is None and book is None:  # not digested: a copy of the fields, in case it fails
+    if not digested(book, headers):  # a copy of the fields, in case it fails
         return Lookup(retries, sent=_fields(dialect, body), conversation=conversation)
     request = digest(dialect, body, conversation)
     keyed = None if key is None else "key:" + key
