@@ -107,11 +107,14 @@ class ConversationIndex:
     _recent: dict[int, _Known] = field(default_factory=dict)
     _generation: int = 0
 
-    def find(self, messages: list[Any]) -> Found:
-        """The longest known conversation that ``messages`` extends (nothing remembered)."""
+    def find(self, messages: list[Any], *, held: bool = False) -> Found:
+        """The longest known conversation that ``messages`` extends (nothing remembered).
+        ``held``: the result is kept across awaits (until the call's request event is
+        written), so its dump is sized to fit (:func:`~rolltap.events.jsonbytes.
+        dumps_kept`); one used at once is not copied."""
+        dumps = dumps_kept if held else orjson.dumps
         try:
-            # held until the call's request event is written
-            dump = dumps_kept(messages, option=_SORTED) if messages else None
+            dump = dumps(messages, option=_SORTED) if messages else None
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:

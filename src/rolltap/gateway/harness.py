@@ -64,7 +64,7 @@ async def _read(
     relayed = is_relay(dialect.name, rollout.upstream.name)
     found = None
     if not relayed or digested(rollout.replays, request.headers):
-        found = rollout.conversations.find(conversation_of(dialect.name, body))
+        found = rollout.conversations.find(conversation_of(dialect.name, body), held=True)
     start = 0 if found is None else found.validated(dialect.name)
     if relayed:
         check_relayed(dialect.name, body, start)
