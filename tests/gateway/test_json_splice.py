@@ -90,8 +90,11 @@ def test_a_key_just_within_reach_of_either_end_is_shown_to_be_the_objects_own() 
 
 
 _KEYS = st.sampled_from(["model", "messages", "m", "seed", "x"])
-_SCALARS = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.sampled_from(
-    ["model", "a", 'q"uote', "back\\slash", ""]
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.sampled_from(["model", "a", 'q"uote', "back\\slash", ""])
 )
 _VALUES = st.recursive(
     _SCALARS,

@@ -40,9 +40,7 @@ _WS = frozenset(b" \t\r\n")
 _SCALAR = re.compile(rb'"[^"\\]*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null')
 
 
-def splice_fields(
-    raw: bytes, changes: Mapping[str, Any], present: Container[str]
-) -> bytes | None:
+def splice_fields(raw: bytes, changes: Mapping[str, Any], present: Container[str]) -> bytes | None:
     """``raw`` (the bytes of a JSON object, valid) with each top-level field of
     ``changes`` set to its value: those in ``present`` (the object's keys) replaced where
     they stand, the others added at its end. None where that cannot be done safely."""
