@@ -67,6 +67,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes
 
 
 @dataclass
@@ -77,9 +78,10 @@ class Recorder:
 
     async def handle(self, request: web.Request) -> web.Response:
         rollout = request.headers.get("X-Rolltap-Rollout", "")
-        body = orjson.loads(await request.read())
+        raw = await request.read()
         headers = {k.lower(): v for k, v in request.headers.items()}
-        self.received.setdefault(rollout, []).append(Received(request.path_qs, headers, body))
+        received = Received(request.path_qs, headers, orjson.loads(raw), raw)
+        self.received.setdefault(rollout, []).append(received)
         if ANSWER_HEADER in request.headers:  # the test's own answer, relayed to here
             return web.Response(
                 body=request.headers[ANSWER_HEADER].encode(), content_type=JSON_TYPE
@@ -277,6 +279,13 @@ def test_a_relay_passes_any_body_through_apart_from_the_rewrites(
     bench: Bench, dialect: str, data: st.DataObject
 ) -> None:
     body = data.draw(bodies(dialect))
+    # a long history's body has its rewrites set in its own bytes: a long field before
+    # or after the rest puts the model near either end
+    pad = data.draw(st.sampled_from([None, "first", "last"]))
+    if pad == "first":
+        body = {"x-pad": "p" * 9000, **body}
+    elif pad == "last":
+        body = {**body, "x-pad": "p" * 9000}
     sent = bench.send(dialect, orjson.dumps(body))
     assert sent.status == 200, sent.answer
     assert len(sent.received) == 1
@@ -286,6 +295,26 @@ def test_a_relay_passes_any_body_through_apart_from_the_rewrites(
     request = sent.events[0][1]
     assert "sent" not in request
     assert [r["field"] for r in request["rewrites"]] == ["model"]
+
+
+@pytest.mark.parametrize("model_first", [True, False])
+def test_a_long_bodys_own_bytes_reach_the_upstream_with_only_its_model_changed(
+    bench: Bench, model_first: bool
+) -> None:
+    history = [{"role": "user", "content": f"turn {i} " + "x" * 100} for i in range(200)]
+    fields: dict[str, Any] = {"model": "the harness's", "messages": history, "n": 1}
+    if not model_first:
+        fields = {"messages": history, "n": 1, "model": "the harness's"}
+    raw = json.dumps(fields, indent=1).encode()  # spaces and newlines, as the harness wrote
+    sent = bench.send("chat", raw)
+    assert sent.status == 200, sent.answer
+    spliced = raw.replace(b'"the harness\'s"', orjson.dumps(MODEL))
+    assert sent.received[0].raw == spliced
+    # the history also holds another object's "model": the body is encoded instead
+    doubled = {**fields, "metadata": {"model": "theirs"}}
+    sent = bench.send("chat", json.dumps(doubled).encode())
+    assert orjson.loads(sent.received[0].raw) == relayed(doubled)
+    assert sent.received[0].raw == orjson.dumps(relayed(doubled))
 
 
 def test_a_chat_relay_stream_gets_only_include_usage_added(bench: Bench) -> None:

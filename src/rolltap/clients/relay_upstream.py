@@ -106,9 +106,11 @@ class RelayUpstream:
         dropped: list[dict[str, Any]] = []
         headers: Mapping[str, str] | None = None
         raw = call.raw if self.turns is None else None
+        present: Container[str] = ()  # its fields before the rewrites, if it may be spliced
         if call.dialect.name == self.name:
             body = call.body
-            present = set(body) if raw is not None else ()
+            if raw is not None and len(raw) >= _SPLICE_FROM:
+                present = set(body)
         else:
             body, dropped, headers = translated(call, self.name, self.unsupported)
             raw = None
@@ -116,7 +118,7 @@ class RelayUpstream:
         kept = call.without_raw()  # the bytes go as ``data``, once
         if self.turns is None:
             if raw is not None and rewrites:  # the harness's bytes, with the rewrites
-                raw = _spliced(raw, body, rewrites, present)
+                raw = _spliced(raw, body, rewrites, present) if present else None
             data = dumps_kept(body) if raw is None else raw
             return RelayRequest(kept, body, rewrites, headers=headers, data=SentOnce(data))
         more, capture = capture_rewrites(
@@ -205,10 +207,8 @@ def _spliced(
     raw: bytes, body: dict[str, Any], rewrites: list[dict[str, Any]], present: Container[str]
 ) -> bytes | None:
     """The harness's bytes with the top-level fields ``rewrites`` changed set to their
-    values in ``body``, when that is cheaper than encoding it and safe
+    values in ``body`` (whose fields were ``present`` before), when that is safe
     (:func:`~rolltap.http.json_splice.splice_fields`); else None."""
-    if len(raw) < _SPLICE_FROM:
-        return None
     changed = (r["field"].partition(".")[0] for r in rewrites if "skipped" not in r)
     return splice_fields(raw, {name: body[name] for name in changed}, present)
 
