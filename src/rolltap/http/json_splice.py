@@ -62,13 +62,15 @@ def splice_fields(raw: bytes, changes: Mapping[str, Any], present: Container[str
         before = _last_byte(raw, end)
         pieces.append((end, end, members if before == ord("{") else b"," + members))
     pieces.sort()
-    out, at = [], 0
+    view = memoryview(raw)  # slices of it are not copies: the join is the one copy
+    out: list[bytes | memoryview] = []
+    at = 0
     for start, end, new in pieces:
         if start < at:
             return None  # two fields in one place: cannot be (keys are unique), but safe
-        out += [raw[at:start], new]
+        out += [view[at:start], new]
         at = end
-    out.append(raw[at:])
+    out.append(view[at:])
     return b"".join(out)
 
 
