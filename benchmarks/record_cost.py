@@ -130,8 +130,9 @@ def measure(name: str, src: Path | None, sim: str, n: int, args: argparse.Namesp
         target = asyncio.run(_target(name, url))
         asyncio.run(_calls(target, n, 50, args.stream))  # warm up
         before = cpu_seconds(proc)
-        asyncio.run(_calls(target, n, args.calls, args.stream))
-        return (cpu_seconds(proc) - before) / args.calls * 1e6
+        calls: int = args.calls
+        asyncio.run(_calls(target, n, calls, args.stream))
+        return (cpu_seconds(proc) - before) / calls * 1e6
 
 
 def main() -> None:
