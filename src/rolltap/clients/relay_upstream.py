@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -55,14 +55,10 @@ from rolltap.dialects.registry import get_dialect
 from rolltap.dialects.translate import Unsupported, dropped_headers, translate_request
 from rolltap.events.jsonbytes import dumps_kept
 from rolltap.http.json_body import upstream_json_object
-from rolltap.http.json_splice import splice_fields
 
 __all__ = ["RelayRequest", "RelayUpstream", "apply_rewrites", "translated"]
 
 _SSE = "text/event-stream"
-#: from this size, setting a relayed body's rewritten fields in its bytes costs less than
-#: encoding it again (a scan of the bytes against a pass over the parsed history)
-_SPLICE_FROM = 8192
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,24 +97,17 @@ class RelayUpstream:
     async def rewrite(self, call: ModelRequest) -> RelayRequest:
         """The harness's body itself on pass-through (rewritten in place), else its
         translation; either way with the run's settings under this dialect's names. Its
-        ``data``: the harness's own bytes when nothing changed, or with the changed fields
-        set in them (:func:`_spliced`), else the body encoded."""
+        ``data``: the harness's own bytes when nothing changed, else the body's."""
         dropped: list[dict[str, Any]] = []
         headers: Mapping[str, str] | None = None
-        raw = call.raw if self.turns is None else None
-        present: Container[str] = ()  # its fields before the rewrites, if it may be spliced
         if call.dialect.name == self.name:
             body = call.body
-            if raw is not None and len(raw) >= _SPLICE_FROM:
-                present = set(body)
         else:
             body, dropped, headers = translated(call, self.name, self.unsupported)
-            raw = None
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         kept = call.without_raw()  # the bytes go as ``data``, once
         if self.turns is None:
-            if raw is not None and rewrites:  # the harness's bytes, with the rewrites
-                raw = _spliced(raw, body, rewrites, present) if present else None
+            raw = call.raw if body is call.body and not rewrites else None  # nothing changed
             data = dumps_kept(body) if raw is None else raw
             return RelayRequest(kept, body, rewrites, headers=headers, data=SentOnce(data))
         more, capture = capture_rewrites(
@@ -201,16 +190,6 @@ _SAMPLING_NAMES: Mapping[str, Mapping[str, str | None]] = {
     "responses": {"max_tokens": "max_output_tokens", "stop": None, "seed": None,
                   "top_k": None, "frequency_penalty": None, "presence_penalty": None},
 }  # fmt: skip
-
-
-def _spliced(
-    raw: bytes, body: dict[str, Any], rewrites: list[dict[str, Any]], present: Container[str]
-) -> bytes | None:
-    """The harness's bytes with the top-level fields ``rewrites`` changed set to their
-    values in ``body`` (whose fields were ``present`` before), when that is safe
-    (:func:`~rolltap.http.json_splice.splice_fields`); else None."""
-    changed = (r["field"].partition(".")[0] for r in rewrites if "skipped" not in r)
-    return splice_fields(raw, {name: body[name] for name in changed}, present)
 
 
 def _native(dialect: str, name: str, value: Any) -> tuple[str | None, Any]:

@@ -6,7 +6,6 @@ imports none), so a part that needs only :mod:`rolltap.http.json_body` does not 
 aiohttp:
 
 - :mod:`rolltap.http.json_body`: a request body that must be a JSON object;
-- :mod:`rolltap.http.json_splice`: top-level fields set in a JSON object's own bytes;
 - :mod:`rolltap.http.auth`: bearer tokens, checked in constant time and throttled;
 - :mod:`rolltap.http.body`: reading a request body within a size and a time limit;
 - :mod:`rolltap.http.errors`: rolltap errors as HTTP answers, and the middleware that
