@@ -302,9 +302,9 @@ def test_a_relay_passes_any_body_through_apart_from_the_rewrites(
 def test_a_model_written_twice_reaches_the_upstream_once_as_the_endpoints(
     bench: Bench, raw: bytes
 ) -> None:
-    """A server that reads the first of two keys must not get the harness's model: the
-    body is sent with one ``model``, the endpoint's (what the relay relies on before it
-    sends a harness's bytes with any field changed)."""
+    """A server that reads the first of two keys must not get the harness's model: a body
+    the rewrites change is encoded again from what the gateway parsed, one ``model``, the
+    endpoint's (docs/benchmarks.md: why it is not set in the harness's own bytes)."""
     sent = bench.send("chat", raw)
     assert sent.status == 200, sent.answer
     received = sent.received[0].raw
