@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -10,10 +11,13 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 
 import psutil
 
-__all__ = ["cpu_seconds", "free_port", "rolltap_process", "running"]
+__all__ = [
+    "baseline_src", "cpu_seconds", "free_port", "rolltap_process", "running", "simulator",
+]  # fmt: skip
 
 
 def free_port() -> int:
@@ -76,3 +80,24 @@ def rolltap_process(
 def cpu_seconds(proc: psutil.Process) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
+
+
+@contextmanager
+def simulator(completion_tokens: int) -> Iterator[str]:
+    """``rolltap sim`` on asyncio's loop (the "direct" every benchmark measures against)
+    answering ``completion_tokens`` tokens, until the block ends; its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = ["sim", "--port", str(port), "--completion-tokens", str(completion_tokens)]
+    with rolltap_process(args, url + "/health", env={**os.environ, "ROLLTAP_LOOP": "asyncio"}):
+        yield url
+
+
+def baseline_src(parser: argparse.ArgumentParser, value: str | None) -> Path | None:
+    """``--baseline-src``'s folder (a checkout's ``src/``), or a usage error naming it."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not (path / "rolltap").is_dir():
+        parser.error(f"--baseline-src {value}: no rolltap package there (a src/)")
+    return path

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
-from _procs import free_port, rolltap_process, running
+from _procs import baseline_src, free_port, rolltap_process, running, simulator
 from gateway_overhead import register
 
 _MARKS = '''"""Timing marks, written by benchmarks/c1_segments.py."""
@@ -235,19 +235,14 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help="end at the first chunk")
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
-    if args.baseline_src and not (Path(args.baseline_src) / "rolltap").is_dir():
-        parser.error(f"--baseline-src {args.baseline_src}: no rolltap package there (a src/)")
+    base = baseline_src(parser, args.baseline_src)
     here = Path(__file__).resolve().parents[1] / "src"
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         srcs = {"rolltap": marked_copy(here, Path(tmp) / "new")}
-        if args.baseline_src:
-            srcs["baseline"] = marked_copy(Path(args.baseline_src), Path(tmp) / "old")
+        if base is not None:
+            srcs["baseline"] = marked_copy(base, Path(tmp) / "old")
         relay = marked_relay(Path(tmp))
-        sim_port = free_port()
-        sim = f"http://127.0.0.1:{sim_port}"
-        asyncio_env = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
-        sim_args = ["sim", "--port", str(sim_port), "--completion-tokens", "16"]
-        stack.enter_context(rolltap_process(sim_args, sim + "/health", env=asyncio_env))
+        sim = stack.enter_context(simulator(16))
         procs, files = {}, {}
         port = free_port()
         files["relay"] = Path(tmp) / "relay.json"

@@ -47,7 +47,7 @@ import psutil
 from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
 from _dialect_table import print_matrix
 from _history_load import History, Target, c1_latencies, throughput
-from _procs import cpu_seconds, free_port, rolltap_process, running
+from _procs import cpu_seconds, free_port, rolltap_process, running, simulator
 
 _GOAL_RATIO = 1.2
 _GOAL_RATE = 0.7
@@ -225,13 +225,10 @@ def main() -> None:
         args.samples, args.turns, args.rounds = 150, 20, min(args.rounds, 2)
     block, stream_block = (80, 16) if args.quick else (200, 50)
     args.matrix = Matrix(args.rounds, block, stream_block)
-    sim_port = free_port()
-    sim_url = f"http://127.0.0.1:{sim_port}"
     on_asyncio = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
-    # streams in (d) are STREAM_TOKENS long; (a)-(b) ask for 16 tokens, which caps it
-    sim_args = ["sim", "--port", str(sim_port), "--completion-tokens", str(STREAM_TOKENS)]
     with ExitStack() as stack:
-        stack.enter_context(rolltap_process(sim_args, sim_url + "/health", env=on_asyncio))
+        # streams in (d) are STREAM_TOKENS long; (a)-(b) ask for 16 tokens, which caps it
+        sim_url = stack.enter_context(simulator(STREAM_TOKENS))
         relays, procs = {}, {}
         for name, loop in (("relay", "asyncio"), ("relay-uv", "uvloop")):
             url = f"http://127.0.0.1:{free_port()}"

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
-from _procs import cpu_seconds, free_port, rolltap_process, running
+from _procs import baseline_src, cpu_seconds, free_port, rolltap_process, running, simulator
 from gateway_overhead import register
 
 #: (file under src/rolltap, the code, what replaces it): one part knocked out
@@ -143,20 +143,14 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help="every call streamed")
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
-    if args.baseline_src and not (Path(args.baseline_src) / "rolltap").is_dir():
-        parser.error(f"--baseline-src {args.baseline_src}: no rolltap package there (a src/)")
+    base = baseline_src(parser, args.baseline_src)
     here = Path(__file__).resolve().parents[1] / "src"
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+    with tempfile.TemporaryDirectory() as tmp, simulator(16) as sim:
         srcs: dict[str, Path | None] = {"relay": None}
         for i, (name, edits) in enumerate(VARIANTS.items()):
             srcs[name] = knocked_out(here, Path(tmp) / f"v{i}", edits)
-        if args.baseline_src:
-            srcs["baseline"] = knocked_out(Path(args.baseline_src), Path(tmp) / "base", [])
-        sim_port = free_port()
-        sim = f"http://127.0.0.1:{sim_port}"
-        sim_args = ["sim", "--port", str(sim_port), "--completion-tokens", "16"]
-        asyncio_env = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
-        stack.enter_context(rolltap_process(sim_args, sim + "/health", env=asyncio_env))
+        if base is not None:
+            srcs["baseline"] = knocked_out(base, Path(tmp) / "base", [])
         for n in (int(m) for m in args.messages.split(",")):
             cpu: dict[str, list[float]] = {name: [] for name in srcs}
             for r in range(args.repeat):
