@@ -43,7 +43,8 @@ _Edit = tuple[str, str, str]
 _INDEX: _Edit = (
     "gateway/call_events.py",
     "        if found is None:\n"
-    "            found = conversations.find(conversation_of(self.harness.name, self.body))\n"
+    "            conversation = conversation_of(self.harness.name, self.body)\n"
+    "            found = conversations.find(conversation, dialect=self.harness.name)\n"
     "        match = conversations.remember(found, self.harness.name)\n",
     "        found = conversations.find([])  # knocked out: no dump, no hash\n"
     "        match = found.match\n",

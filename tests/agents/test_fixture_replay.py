@@ -9,10 +9,13 @@ the harness's own dialect: a relay, the body as sent) and none of the vendor hea
 drops; each dropped field is named in the request event's ``rewrites``. Under
 ``"refuse"`` each inexpressible field is one 400 naming it, recorded as a
 ``model_request`` and a ``model_error``; with the named fields taken out the call passes.
+Every message is recorded once (Claude Code's moving prompt-caching marker included), and
+each call's conversation as sent is rebuilt from the events as docs/events.md says.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -29,6 +32,8 @@ from rolltap.clients.relay_upstream import apply_rewrites
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.dialects.translate import dropped_headers, translate_request
 from rolltap.gateway import Gateway
+from rolltap.gateway.cache_marks import MARKED_DIALECTS, marks_of, unmarked, with_marks
+from rolltap.gateway.conversation import conversation_of
 from rolltap.sim import Simulator
 from upstreams import recording
 
@@ -141,3 +146,44 @@ async def test_refuse_answers_one_400_per_inexpressible_field_and_records_it(
     errors = [e["payload"] for e in calls_log if e["kind"] == "model_error"]
     assert [e["field"] for e in errors] == refused
     assert {(e["code"], e["status"]) for e in errors} <= {("invalid_request", 400)}
+
+
+def _rebuilt(requests: list[dict[str, Any]]) -> list[list[Any]]:
+    """Each request event's conversation as sent, rebuilt as docs/events.md says: the
+    ``prefix_messages`` first messages of an earlier call's conversation whose rolling
+    digest is ``prefix_digest``, their markers as ``prefix_cache_control`` sets, then
+    ``messages``."""
+    out: list[list[Any]] = []
+    prefixes: dict[tuple[str, int], list[Any]] = {}
+    for p in requests:
+        length = p["prefix_messages"]
+        prefix = prefixes[p["prefix_digest"], length] if length else []
+        marks = [(i, j, v) for i, j, v in p.get("prefix_cache_control", [])]
+        conversation = with_marks(prefix, marks) + p["messages"]
+        out.append(conversation)
+        compared = conversation
+        if p["dialect"] in MARKED_DIALECTS:
+            compared = unmarked(conversation, marks_of(conversation))
+        chain = hashlib.sha256()
+        for i, message in enumerate(compared):
+            chain.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS) + b"\x1e")
+            prefixes.setdefault((chain.hexdigest(), i + 1), conversation[: i + 1])
+    return out
+
+
+@pytest.mark.parametrize(("name", "target"), CASES)
+async def test_each_message_is_recorded_once_and_each_call_rebuilds_as_sent(
+    name: str, target: str, sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    calls = recorded(name)
+    async with _gateway(sim.base_url, target, "drop") as gateway:
+        rollout = await register(http, gateway)
+        for call in calls:
+            status, raw = await _post(http, rollout, call, call.body)
+            assert status == 200, raw[:500]
+        log = await events(http, gateway, rollout["id"])
+    requests = [e["payload"] for e in log if e["kind"] == "model_request"]
+    sent = [conversation_of(call.dialect, call.body) for call in calls]
+    assert _rebuilt(requests) == sent
+    # each turn extends the last: only its new messages are stored
+    assert [p["prefix_messages"] for p in requests] == [0] + [len(c) for c in sent[:-1]]

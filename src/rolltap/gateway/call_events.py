@@ -169,10 +169,11 @@ class CallEvents:
         self.requested = True
         conversations, found = self.rollout.conversations, self.found
         if found is None:
-            found = conversations.find(conversation_of(self.harness.name, self.body))
+            conversation = conversation_of(self.harness.name, self.body)
+            found = conversations.find(conversation, dialect=self.harness.name)
         match = conversations.remember(found, self.harness.name)
         self.prefix = match.length
-        self.lookup = self.lookup.with_conversation(found.digest)
+        self.lookup = self.lookup.with_conversation(found.identity)
         self.found = None  # its dump is the history's size: not kept through the call
         key = CONVERSATION_KEYS[self.harness.name]
         self.rollout.log.append(
@@ -183,8 +184,7 @@ class CallEvents:
                 "dialect": self.harness.name,
                 "upstream_dialect": self.upstream_name,
                 "stream": self.stream,
-                "prefix_digest": match.digest,
-                "prefix_messages": match.length,
+                **match.fields(),
                 "messages": found.messages[match.length :],
                 "params": {k: v for k, v in self.body.items() if k != key},
                 "rewrites": [] if sent is None else sent.rewrites,

@@ -13,7 +13,9 @@ the next one ends an array element. Candidates are tried longest first, filtered
 that byte and their last bytes before a prefix is hashed. The digest an event names is a
 rolling SHA-256 over each message: it resumes from the prefix's state, so only the new
 messages are serialized one by one. The harness validates only the messages past a
-prefix that was validated in its dialect (:meth:`Found.validated`).
+prefix that was validated in its dialect (:meth:`Found.validated`). In the ``messages``
+dialect messages are compared without the prompt-caching markers on their content blocks,
+which an agent moves every turn (:mod:`rolltap.gateway.cache_marks`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 import orjson
 
 from rolltap.events.jsonbytes import dumps_kept
+from rolltap.gateway.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
 
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
@@ -58,10 +61,20 @@ class _Hash(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PrefixMatch:
-    """``length`` leading messages were seen before (digest ``digest``); the rest are new."""
+    """``length`` leading messages were seen before (digest ``digest``); the rest are new.
+    ``marks``: the prefix's prompt-caching markers as sent, which may differ from those
+    it was recorded with (:mod:`rolltap.gateway.cache_marks`)."""
 
     length: int
     digest: str | None
+    marks: tuple[Mark, ...] = ()
+
+    def fields(self) -> dict[str, Any]:
+        """What a request event records of the prefix (docs/events.md)."""
+        out: dict[str, Any] = {"prefix_digest": self.digest, "prefix_messages": self.length}
+        if self.marks:
+            out["prefix_cache_control"] = [list(mark) for mark in self.marks]
+        return out
 
 
 @dataclass(slots=True)
@@ -70,6 +83,7 @@ class _Known:
     chain: bytes  # the rolling digest after them
     dialect: str  # the dialect it was validated in
     state: _Hash | None  # the rolling digest's state, while among the newest
+    marks: tuple[Mark, ...]  # its prompt-caching markers as sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +91,41 @@ class Found:
     """What :meth:`ConversationIndex.find` found for ``messages``."""
 
     messages: list[Any]
-    #: the conversation serialized with sorted keys (None: empty, or not serializable)
+    #: the messages as compared: without their prompt-caching markers (``marks``)
+    canonical: list[Any]
+    marks: list[Mark]
+    #: ``canonical`` serialized with sorted keys (None: empty, or not serializable)
     dump: bytes | None
     known: _Known | None
     generation: int
-    #: SHA-256 of the dump (of b"" without one): the conversation's identity, which a
-    #: retry's digest is made of too (:func:`rolltap.gateway.replay.digest`)
+    #: SHA-256 of the dump (of b"" without one): the key of the conversation's entry
     digest: bytes
+
+    @property
+    def identity(self) -> bytes:
+        """The conversation as sent, markers included, which a retry's digest is made of
+        (:func:`rolltap.gateway.replay.digest`)."""
+        return _identity(self.digest, self.marks)
 
     @property
     def match(self) -> PrefixMatch:
         k = self.known
-        return PrefixMatch(0, None) if k is None else PrefixMatch(k.length, k.chain.hex())
+        if k is None:
+            return PrefixMatch(0, None)
+        marks = tuple(m for m in self.marks if m[0] < k.length)
+        return PrefixMatch(k.length, k.chain.hex(), marks)
 
     def validated(self, dialect: str) -> int:
-        """Leading messages already validated in ``dialect``: their checks can be skipped."""
+        """Leading messages already validated in ``dialect``: their checks can be skipped
+        (up to the first whose markers changed since)."""
         k = self.known
-        return k.length if k is not None and k.dialect == dialect else 0
+        if k is None or k.dialect != dialect:
+            return 0
+        sent = {(i, j): v for i, j, v in self.marks if i < k.length}
+        were = {(i, j): v for i, j, v in k.marks}
+        changed = [i for i, _ in sent.keys() ^ were.keys()]
+        changed += [i for (i, j), v in sent.items() if (i, j) in were and were[i, j] != v]
+        return min(changed, default=k.length)
 
 
 @dataclass(slots=True)
@@ -107,18 +139,20 @@ class ConversationIndex:
     _recent: dict[int, _Known] = field(default_factory=dict)
     _generation: int = 0
 
-    def find(self, messages: list[Any], *, held: bool = False) -> Found:
-        """The longest known conversation that ``messages`` extends (nothing remembered).
-        ``held``: the result is kept across awaits (until the call's request event is
-        written), so its dump is sized to fit (:func:`~rolltap.events.jsonbytes.
-        dumps_kept`); one used at once is not copied."""
+    def find(self, messages: list[Any], *, dialect: str = "", held: bool = False) -> Found:
+        """The longest known conversation that ``messages`` (in ``dialect``) extends
+        (nothing remembered). ``held``: the result is kept across awaits (until the
+        call's request event is written), so its dump is sized to fit
+        (:func:`~rolltap.events.jsonbytes.dumps_kept`); one used at once is not copied."""
+        marks = marks_of(messages) if dialect in MARKED_DIALECTS else []
+        canonical = unmarked(messages, marks) if marks else messages
         dumps = dumps_kept if held else orjson.dumps
         try:
-            dump = dumps(messages, option=_SORTED) if messages else None
+            dump = dumps(canonical, option=_SORTED) if messages else None
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:
-            return Found(messages, None, None, self._generation, _EMPTY)
+            return Found(messages, canonical, marks, None, None, self._generation, _EMPTY)
         view, sizes = memoryview(dump), self._sizes
         for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
             size = sizes[i]
@@ -132,14 +166,18 @@ class ConversationIndex:
             known = self._known.get(h.digest())
             if known is not None:
                 head.update(view[size - 1 :])  # only the bytes past the prefix
-                return Found(messages, dump, known, self._generation, head.digest())
-        return Found(messages, dump, None, self._generation, hashlib.sha256(dump).digest())
+                return Found(
+                    messages, canonical, marks, dump, known, self._generation, head.digest()
+                )
+        digest = hashlib.sha256(dump).digest()
+        return Found(messages, canonical, marks, dump, None, self._generation, digest)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
         if found.generation != self._generation:
-            found = self.find(found.messages)  # another call remembered one meanwhile
-        messages, dump, known = found.messages, found.dump, found.known
+            # another call remembered one meanwhile
+            found = self.find(found.messages, dialect=dialect)
+        messages, dump, known = found.canonical, found.dump, found.known
         if dump is None or (known is not None and known.length == len(messages)):
             return found.match
         start = 0
@@ -153,7 +191,8 @@ class ConversationIndex:
                 known.state = state.copy()  # rebuilt: the prefix may be branched from again
         if known is not None:
             self._keep(known)
-        self._add(dump, found.digest, _Known(len(messages), state.digest(), dialect, state))
+        marks = tuple(found.marks)
+        self._add(dump, found.digest, _Known(len(messages), state.digest(), dialect, state, marks))
         return found.match
 
     def match(
@@ -161,7 +200,7 @@ class ConversationIndex:
     ) -> PrefixMatch:
         """Find the longest known conversation that ``messages`` extends, then remember it
         (unless ``remember`` is false: a token count is not part of the conversation)."""
-        found = self.find(messages)
+        found = self.find(messages, dialect=dialect)
         return self.remember(found, dialect) if remember else found.match
 
     def _add(self, dump: bytes, digest: bytes, known: _Known) -> None:
@@ -187,15 +226,23 @@ class ConversationIndex:
         return len(self._known)
 
 
-def conversation_digest(messages: list[Any]) -> bytes:
-    """The SHA-256 :meth:`ConversationIndex.find` makes of ``messages``
-    (:attr:`Found.digest`), without an index."""
+def conversation_digest(messages: list[Any], dialect: str = "") -> bytes:
+    """The identity :meth:`ConversationIndex.find` gives ``messages`` in ``dialect``
+    (:attr:`Found.identity`), without an index."""
     if not messages:
         return _EMPTY
+    marks = marks_of(messages) if dialect in MARKED_DIALECTS else []
     try:
-        return hashlib.sha256(orjson.dumps(messages, option=_SORTED)).digest()
+        dump = orjson.dumps(unmarked(messages, marks) if marks else messages, option=_SORTED)
     except orjson.JSONEncodeError:
         return _EMPTY
+    return _identity(hashlib.sha256(dump).digest(), marks)
+
+
+def _identity(digest: bytes, marks: list[Mark]) -> bytes:
+    if not marks:
+        return digest
+    return hashlib.sha256(digest + orjson.dumps(marks, option=_SORTED)).digest()
 
 
 def conversation_of(dialect: str, body: Mapping[str, Any]) -> list[Any]:

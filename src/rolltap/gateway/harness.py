@@ -64,7 +64,8 @@ async def _read(
     relayed = is_relay(dialect.name, rollout.upstream.name)
     found = None
     if not relayed or digested(rollout.replays, request.headers):
-        found = rollout.conversations.find(conversation_of(dialect.name, body), held=True)
+        conversation = conversation_of(dialect.name, body)
+        found = rollout.conversations.find(conversation, dialect=dialect.name, held=True)
     start = 0 if found is None else found.validated(dialect.name)
     if relayed:
         check_relayed(dialect.name, body, start)
@@ -85,7 +86,7 @@ async def answer_call(
         body, found, raw = await _read(request, arrival, context)
         kept = None if context.settings.discard_intercepts else raw
         context.stats.requests += 1
-        conversation = None if found is None else found.digest
+        conversation = None if found is None else found.identity
         lookup = look_up(rollout.replays, request.headers, dialect.name, body, conversation)
         context.stats.retries += lookup.retry_count > 0
         intercept = rollout.open_intercept()

@@ -105,8 +105,8 @@ class Arrival:
             out["params"] = body  # no conversation to read: the whole body as sent
             return out
         conversation = conversation_of(name, body)
-        match = self.rollout.conversations.match(conversation, remember=False)
-        out["prefix_digest"], out["prefix_messages"] = match.digest, match.length
+        match = self.rollout.conversations.match(conversation, remember=False, dialect=name)
+        out.update(match.fields())
         out["messages"] = conversation[match.length :]
         out["params"] = {k: v for k, v in body.items() if k != key}
         return out

@@ -116,7 +116,7 @@ class Lookup:
         until the request event is written, where the kept one is set)."""
         if self.conversation is not None:
             return self.conversation
-        return conversation_digest(conversation_of(dialect, body))
+        return conversation_digest(conversation_of(dialect, body), dialect)
 
     def with_conversation(self, conversation: bytes) -> Lookup:
         """This lookup, with its conversation's SHA-256 kept if it had none."""
@@ -137,7 +137,7 @@ def digest(dialect: str, body: Mapping[str, Any], conversation: bytes | None = N
     matter); ``conversation``: its conversation's SHA-256 when already made
     (:attr:`~rolltap.gateway.conversation.Found.digest`)."""
     if conversation is None:
-        conversation = conversation_digest(conversation_of(dialect, body))
+        conversation = conversation_digest(conversation_of(dialect, body), dialect)
     return _digest(_fields(dialect, body), conversation)
 
 

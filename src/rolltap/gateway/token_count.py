@@ -48,10 +48,9 @@ class TokenCount:
         self.rewrites: list[dict[str, Any]] = []
         # matched now, before a concurrent model call can extend the index
         conversation = conversation_of("messages", body)
-        match = rollout.conversations.match(conversation, remember=False)
+        match = rollout.conversations.match(conversation, remember=False, dialect="messages")
         self._request: dict[str, Any] = {
-            "prefix_digest": match.digest,
-            "prefix_messages": match.length,
+            **match.fields(),
             "messages": conversation[match.length :],
             "params": {k: v for k, v in body.items() if k != "messages"},
         }

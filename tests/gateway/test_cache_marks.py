@@ -1,0 +1,129 @@
+"""Prompt-caching markers moved turn to turn: the conversation index still finds the prefix,
+and the prefix's markers as sent are kept (rolltap.gateway.cache_marks)."""
+
+from __future__ import annotations
+
+import copy
+import doctest
+from typing import Any
+
+import rolltap.gateway.cache_marks
+from rolltap.gateway.cache_marks import marks_of, unmarked, with_marks
+from rolltap.gateway.conversation import ConversationIndex, conversation_digest
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _text(text: str, marked: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if marked:
+        block["cache_control"] = dict(EPHEMERAL)
+    return block
+
+
+def _turns(n: int, marked: int | None) -> list[dict[str, Any]]:
+    """``n`` messages, user and assistant in turn, the message ``marked`` marked on its
+    last block (as Claude Code marks its last message)."""
+    out = []
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        out.append({"role": role, "content": [_text(f"a{i}"), _text(f"b{i}", i == marked)]})
+    return out
+
+
+def test_the_doctests_hold() -> None:
+    assert doctest.testmod(rolltap.gateway.cache_marks).failed == 0
+
+
+def test_only_blocks_of_a_message_s_own_content_are_marks() -> None:
+    nested: dict[str, Any] = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": [_text("deep", True)]},
+            {"type": "tool_use", "id": "u", "name": "f", "input": {"cache_control": 1}},
+            _text("top", True),
+        ],
+    }
+    messages: list[Any] = [
+        {"role": "user", "content": "a string has no blocks"},
+        nested,
+        "not a message",
+    ]
+    marks = marks_of(messages)
+    assert marks == [(1, 2, EPHEMERAL)]
+    out = unmarked(messages, marks)
+    assert out[1]["content"][2] == _text("top")
+    assert out[1]["content"][:2] == nested["content"][:2]  # the deeper ones are content
+    assert messages[1]["content"][2] == _text("top", True)  # the messages sent are untouched
+    assert out[0] is messages[0]
+
+
+def test_with_marks_takes_the_recorded_markers_off_and_sets_the_sent_ones() -> None:
+    recorded = _turns(4, marked=3)
+    sent = _turns(4, marked=1)
+    assert with_marks(recorded, marks_of(sent)) == sent
+    assert with_marks(recorded, []) == _turns(4, marked=None)
+    assert recorded == _turns(4, marked=3)  # copies what it changes
+
+
+def test_a_moved_marker_still_extends_the_last_turn_and_names_the_prefix_s_markers() -> None:
+    index = ConversationIndex()
+    first = index.match(_turns(2, marked=1), dialect="messages")
+    assert first.length == 0
+    second = index.match(_turns(4, marked=3), dialect="messages")
+    # the marker moved from message 1 to message 3: the first two are the prefix, and
+    # they were sent unmarked this time
+    assert (second.length, second.marks) == (2, ())
+    assert second.fields() == {"prefix_digest": second.digest, "prefix_messages": 2}
+    third = index.match(_turns(6, marked=1), dialect="messages")
+    assert (third.length, third.marks) == (4, ((1, 1, EPHEMERAL),))
+    assert third.fields()["prefix_cache_control"] == [[1, 1, EPHEMERAL]]
+
+
+def test_the_prefix_digest_is_the_same_with_markers_anywhere() -> None:
+    plain, moved = ConversationIndex(), ConversationIndex()
+    plain.match(_turns(2, marked=None), dialect="messages")
+    moved.match(_turns(2, marked=0), dialect="messages")
+    a = plain.match(_turns(4, marked=None), dialect="messages")
+    b = moved.match(_turns(4, marked=3), dialect="messages")
+    assert (a.length, a.digest) == (b.length, b.digest)
+
+
+def test_outside_the_messages_dialect_a_marker_is_content() -> None:
+    index = ConversationIndex()
+    index.match(_turns(2, marked=1), dialect="chat")
+    assert index.match(_turns(4, marked=3), dialect="chat").length == 0
+
+
+def test_a_change_beside_a_marker_is_no_prefix() -> None:
+    index = ConversationIndex()
+    index.match(_turns(2, marked=1), dialect="messages")
+    edited = _turns(4, marked=3)
+    edited[1]["content"][1]["text"] = "edited"
+    assert index.match(edited, dialect="messages").length == 0
+
+
+def test_the_identity_tells_markers_apart_and_the_digest_does_not() -> None:
+    index = ConversationIndex()
+    a = index.find(_turns(4, marked=3), dialect="messages")
+    b = index.find(_turns(4, marked=1), dialect="messages")
+    assert a.digest == b.digest
+    assert a.identity != b.identity
+    assert a.identity == conversation_digest(_turns(4, marked=3), "messages")
+    plain = _turns(4, marked=None)
+    assert index.find(plain, dialect="messages").identity == conversation_digest(plain)
+
+
+def test_validation_is_skipped_only_up_to_the_first_changed_marker() -> None:
+    index = ConversationIndex()
+    index.match(_turns(4, marked=3), dialect="messages")
+    again = index.find(_turns(6, marked=5), dialect="messages")
+    assert again.validated("messages") == 3  # message 3 lost its marker
+    index.match(_turns(6, marked=5), dialect="messages")
+    same = _turns(8, marked=7)
+    same[5]["content"][1]["cache_control"] = dict(EPHEMERAL)  # kept where it was
+    assert index.find(same, dialect="messages").validated("messages") == 6
+    changed = copy.deepcopy(same)
+    changed[5]["content"][1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    assert index.find(changed, dialect="messages").validated("messages") == 5
+    assert index.find(changed, dialect="messages").validated("chat") == 0
