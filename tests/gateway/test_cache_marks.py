@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import copy
 import doctest
+import hashlib
+import random
 from typing import Any
+
+import orjson
+import pytest
 
 import rolltap.gateway.cache_marks
 from rolltap.gateway.cache_marks import marks_of, unmarked, with_marks
@@ -127,3 +132,42 @@ def test_validation_is_skipped_only_up_to_the_first_changed_marker() -> None:
     changed[5]["content"][1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     assert index.find(changed, dialect="messages").validated("messages") == 5
     assert index.find(changed, dialect="messages").validated("chat") == 0
+
+
+def _reference(remembered: list[list[Any]], canonical: list[Any]) -> int:
+    """The longest remembered conversation (markers off) that ``canonical`` extends."""
+    fits = [len(c) for c in remembered if len(c) <= len(canonical) and canonical[: len(c)] == c]
+    return max(fits, default=0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_prefix_found_is_the_longest_without_markers(seed: int) -> None:
+    """Random walks of a conversation — turns added, branches back, markers moved, kept,
+    added mid-history — against a reference that compares messages without markers. The
+    index may miss only a whole-conversation match hidden by the last message's marker."""
+    rng = random.Random(seed)
+    index, remembered = ConversationIndex(), list[list[Any]]()
+    plain: list[Any] = _turns(2, marked=None)
+    for _ in range(30):
+        step = rng.random()
+        if step < 0.2 and len(plain) > 2:
+            plain = plain[: rng.randrange(2, len(plain))]  # a branch back
+        elif step < 0.9:
+            plain = plain + _turns(rng.randrange(1, 3), marked=None)
+        sent = copy.deepcopy(plain)
+        for i in rng.sample(range(len(sent)), k=min(len(sent), rng.randrange(0, 3))):
+            sent[i]["content"][-1]["cache_control"] = {"type": "ephemeral", "n": rng.randrange(2)}
+        want = _reference(remembered, plain)
+        found = index.find(sent, dialect="messages")
+        got = found.match.length
+        if got != want:
+            assert want == len(sent) and marks_of(sent)[-1][0] == len(sent) - 1, (got, want)
+        assert found.canonical == plain
+        assert found.identity == conversation_digest(sent, "messages")
+        assert with_marks(plain[:got], list(found.match.marks)) == sent[:got]
+        chain = hashlib.sha256()
+        for message in plain[:got]:
+            chain.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS) + b"\x1e")
+        assert found.match.digest == (chain.hexdigest() if got else None)
+        index.remember(found, "messages")
+        remembered.append(plain)

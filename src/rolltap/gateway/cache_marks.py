@@ -45,11 +45,11 @@ def _blocks(message: Any) -> list[Any] | None:
     return content if type(content) is list else None
 
 
-def marks_of(messages: list[Any]) -> list[Mark]:
-    """The markers on the content blocks of ``messages``, in order."""
+def marks_of(messages: list[Any], start: int = 0) -> list[Mark]:
+    """The markers on the content blocks of ``messages`` from ``start`` on, in order."""
     found: list[Mark] = []
-    for i, message in enumerate(messages):
-        blocks = _blocks(message)
+    for i in range(start, len(messages)):
+        blocks = _blocks(messages[i])
         if blocks is None:
             continue
         for j, block in enumerate(blocks):

@@ -143,16 +143,49 @@ class ConversationIndex:
         """The longest known conversation that ``messages`` (in ``dialect``) extends
         (nothing remembered). ``held``: the result is kept across awaits (until the
         call's request event is written), so its dump is sized to fit
-        (:func:`~rolltap.events.jsonbytes.dumps_kept`); one used at once is not copied."""
-        marks = marks_of(messages) if dialect in MARKED_DIALECTS else []
-        canonical = unmarked(messages, marks) if marks else messages
+        (:func:`~rolltap.events.jsonbytes.dumps_kept`); one used at once is not copied.
+
+        In a marked dialect the messages are looked up as sent first: a prefix found so
+        has no markers (a conversation is known without them), so only the messages past
+        it are searched for markers, and looked up again without them only where one sits
+        before the last message (it may hide a longer prefix)."""
         dumps = dumps_kept if held else orjson.dumps
         try:
-            dump = dumps(canonical, option=_SORTED) if messages else None
+            dump = dumps(messages, option=_SORTED) if messages else None
         except orjson.JSONEncodeError:
             dump = None  # nested too deep: validation answers it
         if dump is None:
-            return Found(messages, canonical, marks, None, None, self._generation, _EMPTY)
+            return Found(messages, messages, [], None, None, self._generation, _EMPTY)
+        marks: list[Mark] = []
+        start, hit = 0, self._longest(dump)
+        if dialect in MARKED_DIALECTS:
+            start = 0 if hit is None or hit[0].dialect not in MARKED_DIALECTS else hit[0].length
+            marks = marks_of(messages, start)
+        if hit is not None and (not marks or (start and marks[0][0] == len(messages) - 1)):
+            known, size, head = hit
+            canonical = messages
+            if marks:  # the new messages' markers taken off their bytes
+                canonical = unmarked(messages, marks)
+                tail = orjson.dumps(canonical[known.length :], option=_SORTED)
+                dump = dump[: size - 1] + b"," + tail[1:]
+            head.update(memoryview(dump)[size - 1 :])  # only the bytes past the prefix
+            return Found(messages, canonical, marks, dump, known, self._generation, head.digest())
+        canonical = messages
+        if marks:  # looked up again without them
+            canonical = unmarked(messages, marks)
+            dump = dumps(canonical, option=_SORTED)
+            hit = self._longest(dump)
+            if hit is not None:
+                known, size, head = hit
+                head.update(memoryview(dump)[size - 1 :])
+                digest = head.digest()
+                return Found(messages, canonical, marks, dump, known, self._generation, digest)
+        digest = hashlib.sha256(dump).digest()
+        return Found(messages, canonical, marks, dump, None, self._generation, digest)
+
+    def _longest(self, dump: bytes) -> tuple[_Known, int, _Hash] | None:
+        """The longest known conversation whose dump ``dump`` extends: it, its dump's
+        size, and the SHA-256 state of ``dump`` up to the byte past it."""
         view, sizes = memoryview(dump), self._sizes
         for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
             size = sizes[i]
@@ -165,12 +198,8 @@ class ConversationIndex:
             h.update(b"]")
             known = self._known.get(h.digest())
             if known is not None:
-                head.update(view[size - 1 :])  # only the bytes past the prefix
-                return Found(
-                    messages, canonical, marks, dump, known, self._generation, head.digest()
-                )
-        digest = hashlib.sha256(dump).digest()
-        return Found(messages, canonical, marks, dump, None, self._generation, digest)
+                return known, size, head
+        return None
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
