@@ -1,10 +1,13 @@
 """A Claude Code-shaped loop: what the gateway records, and spends, when the agent moves its
 prompt-caching marker every turn.
 
-    python benchmarks/moving_marks.py [--turns 200] [--repeat 3] [--baseline-src DIR]
+    python benchmarks/moving_marks.py [--turns 200] [--repeat 3] [--tools-kb 64]
+                                      [--baseline-src DIR]
 
 One rollout of an Anthropic ``messages`` conversation growing a turn at a time (an
-assistant ``tool_use`` block, then a ``tool_result`` of ~1 KB), called at c = 1 through
+assistant ``tool_use`` block, then a ``tool_result`` of ~1 KB), beside the same tool
+schemas (``--tools-kb``, Claude Code's 64 KB by default) and a 6 KB system prompt on every
+call, as Claude Code sends them, called at c = 1 through
 ``rolltap gateway --dialect messages`` (a relay) in front of the simulator. Shape
 ``moving``: the last block sent carries ``cache_control`` and the block marked last turn is
 sent again without it, as Claude Code does; shape ``unmarked``: no markers (an SDK user
@@ -31,6 +34,15 @@ from _procs import baseline_src, cpu_seconds, free_port, rolltap_process, simula
 
 _ADMIN = {"Authorization": "Bearer bench"}
 _OUTPUT = "row of output the tool printed for the agent to read, " * 18
+_SYSTEM = "You are an agent working in a repository; follow the instructions. " * 90
+
+
+def tools(kbytes: int) -> list[dict[str, Any]]:
+    """Tool schemas of about ``kbytes`` KB of JSON (~2 KB a tool)."""
+    doc = "What the tool does, when to use it and when not to. " * 36
+    return [{"name": f"Tool{i}", "description": doc,
+             "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}}
+            for i in range(max(0, kbytes // 2))]  # fmt: skip
 
 
 def conversation(turns: int, *, marked: bool) -> list[dict[str, Any]]:
@@ -49,7 +61,7 @@ def conversation(turns: int, *, marked: bool) -> list[dict[str, Any]]:
     return out
 
 
-async def _loop(admin: str, turns: int, marked: bool) -> tuple[int, int]:
+async def _loop(admin: str, turns: int, marked: bool, schemas: list[Any]) -> tuple[int, int]:
     """One rollout through ``turns`` calls; (request-event JSON bytes, last body bytes)."""
     async with aiohttp.ClientSession() as http:
         async with http.post(admin + "/rollouts", headers=_ADMIN) as resp:
@@ -58,8 +70,8 @@ async def _loop(admin: str, turns: int, marked: bool) -> tuple[int, int]:
         headers = {"x-api-key": rollout["api_key"], "anthropic-version": "2023-06-01"}
         size = 0
         for turn in range(turns):
-            body = {"model": "claude", "max_tokens": 16, "system": "You are an agent.",
-                    "messages": conversation(turn, marked=marked)}  # fmt: skip
+            body = {"model": "claude", "max_tokens": 16, "system": _SYSTEM,
+                    "messages": conversation(turn, marked=marked), "tools": schemas}  # fmt: skip
             data = orjson.dumps(body)
             size = len(data)
             async with http.post(url, data=data, headers=headers) as resp:
@@ -72,7 +84,9 @@ async def _loop(admin: str, turns: int, marked: bool) -> tuple[int, int]:
     return stored, size
 
 
-def measure(src: Path, sim: str, turns: int, marked: bool) -> tuple[float, float, int]:
+def measure(
+    src: Path, sim: str, turns: int, marked: bool, schemas: list[Any]
+) -> tuple[float, float, int]:
     """(CPU µs per call, request-event bytes per call, the last body's bytes) of one
     fresh gateway running ``src``'s code."""
     port = free_port()
@@ -82,7 +96,7 @@ def measure(src: Path, sim: str, turns: int, marked: bool) -> tuple[float, float
     env = {**os.environ, "PYTHONPATH": str(src)}
     with rolltap_process(args, url + "/health", env=env) as proc:
         before = cpu_seconds(proc)
-        stored, size = asyncio.run(_loop(url, turns, marked))
+        stored, size = asyncio.run(_loop(url, turns, marked, schemas))
         cpu = (cpu_seconds(proc) - before) / turns * 1e6
     return cpu, stored / turns, size
 
@@ -91,10 +105,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tools-kb", type=int, default=64, help="tool schemas' size (0: none)")
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
-    if args.turns < 1 or args.repeat < 1:
-        parser.error("--turns and --repeat must be at least 1")
+    if args.turns < 1 or args.repeat < 1 or args.tools_kb < 0:
+        parser.error("--turns and --repeat must be at least 1, --tools-kb at least 0")
+    schemas = tools(args.tools_kb)
     srcs = {"this": Path(__file__).resolve().parents[1] / "src"}
     base = baseline_src(parser, args.baseline_src)
     if base is not None:
@@ -107,7 +123,8 @@ def main() -> None:
         for r in range(args.repeat):
             for k in range(len(runs)):  # who goes first rotates
                 shape, name = run = runs[(r + k) % len(runs)]
-                micros, stored[run], last = measure(srcs[name], sim, args.turns, shape == "moving")
+                marked = shape == "moving"
+                micros, stored[run], last = measure(srcs[name], sim, args.turns, marked, schemas)
                 cpu[run].append(micros)
     print(f"\n{args.turns} turns at c = 1, the last body {last / 1000:.0f} KB")
     print("| shape | code | gateway CPU per call, µs | range | request-event bytes per call |")

@@ -33,7 +33,7 @@ from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.dialects.translate import dropped_headers, translate_request
 from rolltap.gateway import Gateway
 from rolltap.gateway.cache_marks import MARKED_DIALECTS, marks_of, unmarked, with_marks
-from rolltap.gateway.conversation import conversation_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
 from rolltap.sim import Simulator
 from upstreams import recording
 
@@ -148,19 +148,28 @@ async def test_refuse_answers_one_400_per_inexpressible_field_and_records_it(
     assert {(e["code"], e["status"]) for e in errors} <= {("invalid_request", 400)}
 
 
-def _rebuilt(requests: list[dict[str, Any]]) -> list[list[Any]]:
-    """Each request event's conversation as sent, rebuilt as docs/events.md says: the
-    ``prefix_messages`` first messages of an earlier call's conversation whose rolling
-    digest is ``prefix_digest``, their markers as ``prefix_cache_control`` sets, then
-    ``messages``."""
-    out: list[list[Any]] = []
+def _rebuilt(requests: list[dict[str, Any]]) -> list[tuple[list[Any], dict[str, Any]]]:
+    """Each request event's conversation and other fields as sent, rebuilt as
+    docs/events.md says: the ``prefix_messages`` first messages of an earlier call's
+    conversation whose rolling digest is ``prefix_digest``, their markers as
+    ``prefix_cache_control`` sets, then ``messages``; ``params``, and each field
+    ``params_as_before`` names as the last event recorded it (a relay's ``model`` as
+    its rewrite came ``from``)."""
+    out: list[tuple[list[Any], dict[str, Any]]] = []
     prefixes: dict[tuple[str, int], list[Any]] = {}
+    fields: dict[str, Any] = {}
     for p in requests:
         length = p["prefix_messages"]
         prefix = prefixes[p["prefix_digest"], length] if length else []
         marks = [(i, j, v) for i, j, v in p.get("prefix_cache_control", [])]
         conversation = with_marks(prefix, marks) + p["messages"]
-        out.append(conversation)
+        before = {k: fields[k] for k in p.get("params_as_before", [])}
+        fields.update(p["params"])
+        params = {**before, **p["params"]}
+        for rewrite in p["rewrites"]:  # a relay's, made on the body it records: undone
+            if rewrite.get("field") == "model" and p["upstream_dialect"] == p["dialect"]:
+                params["model"] = rewrite["from"]
+        out.append((conversation, params))
         compared = conversation
         if p["dialect"] in MARKED_DIALECTS:
             compared = unmarked(conversation, marks_of(conversation))
@@ -172,7 +181,7 @@ def _rebuilt(requests: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 @pytest.mark.parametrize(("name", "target"), CASES)
-async def test_each_message_is_recorded_once_and_each_call_rebuilds_as_sent(
+async def test_each_message_and_tool_list_is_recorded_once_and_each_call_rebuilds_as_sent(
     name: str, target: str, sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
     calls = recorded(name)
@@ -183,7 +192,12 @@ async def test_each_message_is_recorded_once_and_each_call_rebuilds_as_sent(
             assert status == 200, raw[:500]
         log = await events(http, gateway, rollout["id"])
     requests = [e["payload"] for e in log if e["kind"] == "model_request"]
-    sent = [conversation_of(call.dialect, call.body) for call in calls]
+    sent = []
+    for call in calls:
+        key = CONVERSATION_KEYS[call.dialect]
+        params = {k: v for k, v in call.body.items() if k != key}
+        sent.append((conversation_of(call.dialect, call.body), params))
     assert _rebuilt(requests) == sent
-    # each turn extends the last: only its new messages are stored
-    assert [p["prefix_messages"] for p in requests] == [0] + [len(c) for c in sent[:-1]]
+    # each turn extends the last: only its new messages are stored, its tools once
+    assert [p["prefix_messages"] for p in requests] == [0] + [len(c) for c, _ in sent[:-1]]
+    assert all("tools" in p.get("params_as_before", []) for p in requests[1:])

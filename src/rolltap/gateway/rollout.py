@@ -21,6 +21,7 @@ from rolltap.errors import (
 )
 from rolltap.events import ID_LENGTH, EventLog
 from rolltap.gateway.conversation import ConversationIndex
+from rolltap.gateway.kept_params import KeptParams
 from rolltap.gateway.limits import InflightLimiter, RolloutLimits
 from rolltap.gateway.pinning import ReplicaPin
 from rolltap.gateway.policy import PolicyGate
@@ -137,6 +138,8 @@ class Rollout:
     history_bytes: int = 0
     log: EventLog = field(default_factory=EventLog)
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
+    #: its large request fields as last recorded (each recorded once while unchanged)
+    params: KeptParams = field(default_factory=KeptParams)
     intercepts: dict[str, Intercept] = field(default_factory=dict)
     closed: RolltapError | None = None
     #: raw request bodies kept only when the gateway's ``discard_intercepts`` is off
