@@ -186,7 +186,7 @@ class CallEvents:
                 "stream": self.stream,
                 **match.fields(),
                 "messages": found.messages[match.length :],
-                **self.rollout.params.fields({k: v for k, v in self.body.items() if k != key}),
+                **self.rollout.kept_params.fields({k: v for k, v in self.body.items() if k != key}),
                 "rewrites": [] if sent is None else sent.rewrites,
                 **({} if self.replica is None else {"replica": self.replica}),
                 **self._retry_fields(),

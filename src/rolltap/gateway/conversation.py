@@ -156,11 +156,10 @@ class ConversationIndex:
             dump = None  # nested too deep: validation answers it
         if dump is None:
             return Found(messages, messages, [], None, None, self._generation, _EMPTY)
-        marks: list[Mark] = []
-        start, hit = 0, self._longest(dump)
-        if dialect in MARKED_DIALECTS:
-            start = 0 if hit is None or hit[0].dialect not in MARKED_DIALECTS else hit[0].length
-            marks = marks_of(messages, start)
+        hit = self._longest(dump)
+        # a prefix found as sent, of a conversation known without markers, has none
+        start = hit[0].length if hit is not None and hit[0].dialect in MARKED_DIALECTS else 0
+        marks = marks_of(messages, start) if dialect in MARKED_DIALECTS else []
         if hit is not None and (not marks or (start and marks[0][0] == len(messages) - 1)):
             known, size, head = hit
             canonical = messages

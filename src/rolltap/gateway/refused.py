@@ -102,13 +102,13 @@ class Arrival:
         value = body.get(key)
         out: dict[str, Any] = {"stream": bool(body.get("stream"))}
         if not (isinstance(value, list) or (name == "responses" and isinstance(value, str))):
-            out.update(self.rollout.params.fields(body))  # no conversation: the whole body
+            out.update(self.rollout.kept_params.fields(body))  # no conversation: the whole body
             return out
         conversation = conversation_of(name, body)
         match = self.rollout.conversations.match(conversation, remember=False, dialect=name)
         out.update(match.fields())
         out["messages"] = conversation[match.length :]
-        out.update(self.rollout.params.fields({k: v for k, v in body.items() if k != key}))
+        out.update(self.rollout.kept_params.fields({k: v for k, v in body.items() if k != key}))
         return out
 
 

@@ -139,7 +139,7 @@ class Rollout:
     log: EventLog = field(default_factory=EventLog)
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
     #: its large request fields as last recorded (each recorded once while unchanged)
-    params: KeptParams = field(default_factory=KeptParams)
+    kept_params: KeptParams = field(default_factory=KeptParams)
     intercepts: dict[str, Intercept] = field(default_factory=dict)
     closed: RolltapError | None = None
     #: raw request bodies kept only when the gateway's ``discard_intercepts`` is off
