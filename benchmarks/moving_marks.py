@@ -1,5 +1,5 @@
-"""A Claude Code-shaped loop: what the gateway records, and spends, when the agent moves its
-prompt-caching marker every turn.
+"""A Claude Code-shaped loop: what the gateway stores and spends a call when the agent moves
+its prompt-caching marker and resends its tool schemas every turn.
 
     python benchmarks/moving_marks.py [--turns 200] [--repeat 3] [--tools-kb 64]
                                       [--baseline-src DIR]
