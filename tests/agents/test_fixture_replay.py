@@ -9,13 +9,12 @@ the harness's own dialect: a relay, the body as sent) and none of the vendor hea
 drops; each dropped field is named in the request event's ``rewrites``. Under
 ``"refuse"`` each inexpressible field is one 400 naming it, recorded as a
 ``model_request`` and a ``model_error``; with the named fields taken out the call passes.
-Every message is recorded once (Claude Code's moving prompt-caching marker included), and
-each call's conversation as sent is rebuilt from the events as docs/events.md says.
+Every message and tool list is recorded once (Claude Code's moving prompt-caching marker
+included), and each call as sent is rebuilt from the events (``sent_requests``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -31,8 +30,9 @@ from helpers import ADMIN_TOKEN, events, register
 from rolltap.clients.relay_upstream import apply_rewrites
 from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.dialects.translate import dropped_headers, translate_request
+from rolltap.events import Event
+from rolltap.exports.sent import sent_requests
 from rolltap.gateway import Gateway
-from rolltap.gateway.cache_marks import MARKED_DIALECTS, marks_of, unmarked, with_marks
 from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
 from rolltap.sim import Simulator
 from upstreams import recording
@@ -148,38 +148,6 @@ async def test_refuse_answers_one_400_per_inexpressible_field_and_records_it(
     assert {(e["code"], e["status"]) for e in errors} <= {("invalid_request", 400)}
 
 
-def _rebuilt(requests: list[dict[str, Any]]) -> list[tuple[list[Any], dict[str, Any]]]:
-    """Each request event's conversation and other fields as sent, rebuilt as
-    docs/events.md says: the ``prefix_messages`` first messages of an earlier call's
-    conversation whose rolling digest is ``prefix_digest``, their markers as
-    ``prefix_cache_control`` sets, then ``messages``; ``params``, and each field
-    ``params_as_before`` names as the last event recorded it (a relay's ``model`` as
-    its rewrite came ``from``)."""
-    out: list[tuple[list[Any], dict[str, Any]]] = []
-    prefixes: dict[tuple[str, int], list[Any]] = {}
-    fields: dict[str, Any] = {}
-    for p in requests:
-        length = p["prefix_messages"]
-        prefix = prefixes[p["prefix_digest"], length] if length else []
-        marks = [(i, j, v) for i, j, v in p.get("prefix_cache_control", [])]
-        conversation = with_marks(prefix, marks) + p["messages"]
-        before = {k: fields[k] for k in p.get("params_as_before", [])}
-        fields.update(p["params"])
-        params = {**before, **p["params"]}
-        for rewrite in p["rewrites"]:  # a relay's, made on the body it records: undone
-            if rewrite.get("field") == "model" and p["upstream_dialect"] == p["dialect"]:
-                params["model"] = rewrite["from"]
-        out.append((conversation, params))
-        compared = conversation
-        if p["dialect"] in MARKED_DIALECTS:
-            compared = unmarked(conversation, marks_of(conversation))
-        chain = hashlib.sha256()
-        for i, message in enumerate(compared):
-            chain.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS) + b"\x1e")
-            prefixes.setdefault((chain.hexdigest(), i + 1), conversation[: i + 1])
-    return out
-
-
 @pytest.mark.parametrize(("name", "target"), CASES)
 async def test_each_message_and_tool_list_is_recorded_once_and_each_call_rebuilds_as_sent(
     name: str, target: str, sim: Simulator, http: aiohttp.ClientSession
@@ -192,12 +160,14 @@ async def test_each_message_and_tool_list_is_recorded_once_and_each_call_rebuild
             assert status == 200, raw[:500]
         log = await events(http, gateway, rollout["id"])
     requests = [e["payload"] for e in log if e["kind"] == "model_request"]
-    sent = []
-    for call in calls:
+    rebuilt = sent_requests(Event(e["seq"], e["kind"], e["ts"], e["payload"]) for e in log)
+    for call, got, p in zip(calls, rebuilt, requests, strict=True):
         key = CONVERSATION_KEYS[call.dialect]
         params = {k: v for k, v in call.body.items() if k != key}
-        sent.append((conversation_of(call.dialect, call.body), params))
-    assert _rebuilt(requests) == sent
+        if p["upstream_dialect"] == p["dialect"]:  # a relay records the model it sent
+            params["model"] = MODEL
+        assert (got.messages, got.params) == (conversation_of(call.dialect, call.body), params)
     # each turn extends the last: only its new messages are stored, its tools once
-    assert [p["prefix_messages"] for p in requests] == [0] + [len(c) for c, _ in sent[:-1]]
+    lengths = [len(c.messages or []) for c in rebuilt]
+    assert [p["prefix_messages"] for p in requests] == [0, *lengths[:-1]]
     assert all("tools" in p.get("params_as_before", []) for p in requests[1:])

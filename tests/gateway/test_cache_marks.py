@@ -1,5 +1,5 @@
 """Prompt-caching markers moved turn to turn: the conversation index still finds the prefix,
-and the prefix's markers as sent are kept (rolltap.gateway.cache_marks)."""
+and the prefix's markers as sent are kept (rolltap.events.cache_marks)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-import rolltap.gateway.cache_marks
-from rolltap.gateway.cache_marks import marks_of, unmarked, with_marks
+import rolltap.events.cache_marks
+from rolltap.events.cache_marks import marks_of, unmarked, with_marks
 from rolltap.gateway.conversation import ConversationIndex, conversation_digest
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -37,7 +37,7 @@ def _turns(n: int, marked: int | None) -> list[dict[str, Any]]:
 
 
 def test_the_doctests_hold() -> None:
-    assert doctest.testmod(rolltap.gateway.cache_marks).failed == 0
+    assert doctest.testmod(rolltap.events.cache_marks).failed == 0
 
 
 def test_only_blocks_of_a_message_s_own_content_are_marks() -> None:

@@ -1,4 +1,5 @@
-"""What a store holds, read out: JSONL, ``hf`` datasets, token sequences, transcripts.
+"""What a store holds, read out: JSONL, ``hf`` datasets, token sequences, transcripts, and
+each model call as it was sent (:func:`sent_requests`).
 
 Every export reads the store through its facade (:mod:`rolltap.store`), never its
 modules. ``rolltap sessions export/import`` is :func:`export_jsonl` and
@@ -17,6 +18,7 @@ entries as HTML, and the ``hf`` rows are made from them.
 from rolltap.exports.hf import HfExport, export_hf, require_hf
 from rolltap.exports.importing import import_jsonl
 from rolltap.exports.jsonl import export_jsonl, read_jsonl, write_sessions
+from rolltap.exports.sent import SentRequest, sent_requests
 from rolltap.exports.token_drift import ON_DRIFT, OnDrift
 from rolltap.exports.token_records import TokenRecordError, TokenTurn
 from rolltap.exports.tokens import TokenExport, assemble, export_tokens, token_turn
@@ -28,6 +30,7 @@ __all__ = [
     "ON_DRIFT",
     "HfExport",
     "OnDrift",
+    "SentRequest",
     "TokenExport",
     "TokenRecordError",
     "TokenTurn",
@@ -41,6 +44,7 @@ __all__ = [
     "read_jsonl",
     "render_lines",
     "require_hf",
+    "sent_requests",
     "token_turn",
     "write_sessions",
 ]

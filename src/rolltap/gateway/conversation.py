@@ -15,7 +15,7 @@ rolling SHA-256 over each message: it resumes from the prefix's state, so only t
 messages are serialized one by one. The harness validates only the messages past a
 prefix that was validated in its dialect (:meth:`Found.validated`). In the ``messages``
 dialect messages are compared without the prompt-caching markers on their content blocks,
-which an agent moves every turn (:mod:`rolltap.gateway.cache_marks`).
+which an agent moves every turn (:mod:`rolltap.events.cache_marks`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from rolltap.events.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
 from rolltap.events.jsonbytes import dumps_kept
-from rolltap.gateway.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
 
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
@@ -63,7 +63,7 @@ class _Hash(Protocol):
 class PrefixMatch:
     """``length`` leading messages were seen before (digest ``digest``); the rest are new.
     ``marks``: the prefix's prompt-caching markers as sent, which may differ from those
-    it was recorded with (:mod:`rolltap.gateway.cache_marks`)."""
+    it was recorded with (:mod:`rolltap.events.cache_marks`)."""
 
     length: int
     digest: str | None
