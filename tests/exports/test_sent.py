@@ -73,3 +73,11 @@ def test_chain_digest_is_the_prefix_digest_a_later_request_names() -> None:
     first = [_message(0, marked=True), _message(1)]
     events = _log("messages", [first, [*first, _message(2)]])
     assert events[2].payload["prefix_digest"] == chain_digest(first, "messages")
+
+
+def test_a_payload_off_its_schema_is_not_rebuilt_and_the_others_are() -> None:
+    events = _log("messages", [[_message(0)], [_message(0), _message(1)]])
+    bad = dict(events[2].payload, prefix_cache_control="not marks")
+    odd = Event(events[2].seq, events[2].kind, events[2].ts, bad)
+    rebuilt = sent_requests([events[0], odd, events[2]])
+    assert [c.messages for c in rebuilt] == [[_message(0)], None, [_message(0), _message(1)]]

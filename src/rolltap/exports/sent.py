@@ -78,7 +78,10 @@ def sent_requests(events: Iterable[Event]) -> list[SentRequest]:
             continue
         p = event.payload
         recorded, before = p.get("params") or {}, p.get("params_as_before") or []
-        messages = _conversation(p, prefixes)
+        try:
+            messages = _conversation(p, prefixes)
+        except (TypeError, ValueError, KeyError, IndexError):
+            messages = None  # a payload off its schema: not rebuilt
         out.append(
             SentRequest(
                 event.seq, p.get("intercept_id"), p.get("dialect"), messages,
@@ -96,7 +99,9 @@ def sent_requests(events: Iterable[Event]) -> list[SentRequest]:
 def _conversation(
     p: Mapping[str, Any], prefixes: dict[tuple[str, int], list[Any]]
 ) -> list[Any] | None:
-    length, new = int(p.get("prefix_messages") or 0), list(p.get("messages") or [])
+    length, new = int(p.get("prefix_messages") or 0), p.get("messages") or []
+    if not isinstance(new, list):
+        raise TypeError("messages: not a list")
     if not length:
         return new
     earlier = prefixes.get((str(p.get("prefix_digest")), length))
