@@ -16,8 +16,11 @@ from pathlib import Path
 import psutil
 
 __all__ = [
-    "baseline_src", "cpu_seconds", "free_port", "rolltap_process", "running", "simulator",
+    "SRC", "baseline_src", "cpu_seconds", "free_port", "rolltap_process", "running", "simulator",
 ]  # fmt: skip
+
+#: this checkout's ``src/`` (the code a benchmark measures against ``--baseline-src``)
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def free_port() -> int:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
-from _procs import baseline_src, free_port, rolltap_process, running, simulator
+from _procs import SRC, baseline_src, free_port, rolltap_process, running, simulator
 from gateway_overhead import register
 
 _MARKS = '''"""Timing marks, written by benchmarks/c1_segments.py."""
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
     base = baseline_src(parser, args.baseline_src)
-    here = Path(__file__).resolve().parents[1] / "src"
+    here = SRC
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         srcs = {"rolltap": marked_copy(here, Path(tmp) / "new")}
         if base is not None:

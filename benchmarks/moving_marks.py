@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from _procs import baseline_src, cpu_seconds, free_port, rolltap_process, simulator
+from _procs import SRC, baseline_src, cpu_seconds, free_port, rolltap_process, simulator
 
 _ADMIN = {"Authorization": "Bearer bench"}
 _OUTPUT = "row of output the tool printed for the agent to read, " * 18
@@ -111,7 +111,7 @@ def main() -> None:
     if args.turns < 1 or args.repeat < 1 or args.tools_kb < 0:
         parser.error("--turns and --repeat must be at least 1, --tools-kb at least 0")
     schemas = tools(args.tools_kb)
-    srcs = {"this": Path(__file__).resolve().parents[1] / "src"}
+    srcs = {"this": SRC}
     base = baseline_src(parser, args.baseline_src)
     if base is not None:
         srcs["baseline"] = base

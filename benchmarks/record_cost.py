@@ -35,7 +35,7 @@ from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
-from _procs import baseline_src, cpu_seconds, free_port, rolltap_process, running, simulator
+from _procs import SRC, baseline_src, cpu_seconds, free_port, rolltap_process, running, simulator
 from gateway_overhead import register
 
 #: (file under src/rolltap, the code, what replaces it): one part knocked out
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
     args = parser.parse_args()
     base = baseline_src(parser, args.baseline_src)
-    here = Path(__file__).resolve().parents[1] / "src"
+    here = SRC
     with tempfile.TemporaryDirectory() as tmp, simulator(16) as sim:
         srcs: dict[str, Path | None] = {"relay": None}
         for i, (name, edits) in enumerate(VARIANTS.items()):

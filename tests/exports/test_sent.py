@@ -6,6 +6,7 @@ from __future__ import annotations
 import doctest
 from typing import Any
 
+import rolltap.events.prefix_digest
 import rolltap.exports.sent
 from rolltap.events import Event, EventKind, EventLog
 from rolltap.exports import sent_requests
@@ -40,6 +41,7 @@ def _log(dialect: str, calls: list[list[Any]]) -> list[Event]:
 
 def test_the_doctests_hold() -> None:
     assert doctest.testmod(rolltap.exports.sent).failed == 0
+    assert doctest.testmod(rolltap.events.prefix_digest).failed == 0
 
 
 def test_a_moving_marker_rebuilds_as_sent_in_the_messages_dialect() -> None:

@@ -21,16 +21,13 @@ the large ones recorded before with the same value (``params_as_before``).
 
 from __future__ import annotations
 
-import hashlib
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from rolltap.events.cache_marks import MARKED_DIALECTS, marks_of, unmarked, with_marks
+from rolltap.events.cache_marks import MARKED_DIALECTS, with_marks
 from rolltap.events.model import Event
+from rolltap.events.prefix_digest import chain_digest, digests
 
 __all__ = ["SentRequest", "chain_digest", "sent_requests"]
 
@@ -49,22 +46,6 @@ class SentRequest:
     #: sent upstream: its ``rewrites`` say from what)
     params: dict[str, Any]
     unresolved: tuple[str, ...] = ()
-
-
-def chain_digest(messages: list[Any], dialect: str | None) -> str:
-    """The ``prefix_digest`` a request naming ``messages`` (in ``dialect``) as its prefix
-    carries."""
-    last = deque(_chains(messages, dialect), maxlen=1)
-    return last[0] if last else hashlib.sha256().hexdigest()
-
-
-def _chains(messages: list[Any], dialect: str | None) -> Iterator[str]:
-    """The rolling digest after each message (docs/events.md)."""
-    compared = unmarked(messages, marks_of(messages)) if dialect in MARKED_DIALECTS else messages
-    chain = hashlib.sha256()
-    for message in compared:
-        chain.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS) + b"\x1e")
-        yield chain.hexdigest()
 
 
 def sent_requests(events: Iterable[Event]) -> list[SentRequest]:
@@ -91,7 +72,7 @@ def sent_requests(events: Iterable[Event]) -> list[SentRequest]:
         )  # fmt: skip
         params.update(recorded)
         if messages is not None:  # each of its prefixes, by the digest a later call names
-            for i, digest in enumerate(_chains(messages, p.get("dialect"))):
+            for i, digest in enumerate(digests(messages, p.get("dialect"))):
                 prefixes.setdefault((digest, i + 1), messages)
     return out
 

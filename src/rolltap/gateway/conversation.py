@@ -30,6 +30,7 @@ import orjson
 
 from rolltap.events.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
 from rolltap.events.jsonbytes import dumps_kept
+from rolltap.events.prefix_digest import link
 
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
@@ -43,7 +44,6 @@ CONVERSATION_KEYS: Mapping[str, str] = {
     "responses": "input",
 }
 
-_SEPARATOR = b"\x1e"
 _SORTED = orjson.OPT_SORT_KEYS
 _TAIL = 16  # bytes before a prefix's end compared before it is hashed
 _ENDS = frozenset(b",]")
@@ -51,6 +51,7 @@ _ENDS = frozenset(b",]")
 #: from another rebuilds its state from the start
 _STATES = 8
 _EMPTY = hashlib.sha256(b"").digest()
+_NONE = object()  # no marker there
 
 
 class _Hash(Protocol):
@@ -123,8 +124,11 @@ class Found:
             return 0
         sent = {(i, j): v for i, j, v in self.marks if i < k.length}
         were = {(i, j): v for i, j, v in k.marks}
-        changed = [i for i, _ in sent.keys() ^ were.keys()]
-        changed += [i for (i, j), v in sent.items() if (i, j) in were and were[i, j] != v]
+        changed = (
+            i
+            for i, j in sent.keys() | were.keys()
+            if sent.get((i, j), _NONE) != were.get((i, j), _NONE)
+        )
         return min(changed, default=k.length)
 
 
@@ -213,8 +217,7 @@ class ConversationIndex:
         if known is not None and known.state is not None:
             state, start = known.state.copy(), known.length
         for i in range(start, len(messages)):
-            state.update(orjson.dumps(messages[i], option=_SORTED))
-            state.update(_SEPARATOR)
+            state.update(link(messages[i]))
             if known is not None and i + 1 == known.length:
                 known.state = state.copy()  # rebuilt: the prefix may be branched from again
         if known is not None:
