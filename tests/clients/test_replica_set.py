@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 
-import aiohttp
 import orjson
 import pytest
 
+from rolltap.clients.relay import RelayClient
 from rolltap.clients.replicas import (
     Repin,
     ReplicaSet,
@@ -16,11 +17,13 @@ from rolltap.clients.replicas import (
     replica_label,
     routing_headers,
 )
+from rolltap.clients.wire_pool import ConnectTimeout
 from rolltap.config import EndpointConfig
 from rolltap.errors import (
     ConfigError,
     UpstreamBusyError,
     UpstreamConnectionError,
+    UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeoutError,
@@ -54,7 +57,7 @@ def pinned_counts(replicas: ReplicaSet) -> list[int]:
 
 
 def refused() -> UpstreamConnectionError:
-    """What a client raises for a refused connection: rolltap's error from aiohttp's."""
+    """What a client raises for a refused connection: rolltap's error from the OS's."""
     cause = ConnectionRefusedError(111, "Connection refused")
     try:
         raise UpstreamConnectionError("cannot connect to upstream") from cause
@@ -252,8 +255,8 @@ async def test_connect_refusal_fails_the_call_then_repins_at_the_next(
 async def test_connect_timeout_marks_down_with_its_reason(three: ReplicaSet) -> None:
     three.register("r0")
     try:
-        raise aiohttp.ConnectionTimeoutError("connect timed out")
-    except aiohttp.ConnectionTimeoutError as cause:
+        raise ConnectTimeout("a:8000")
+    except ConnectTimeout as cause:
         error = UpstreamTimeoutError("upstream timed out")
         error.__cause__ = cause
     await fail_call(three, "r0", error)
@@ -543,15 +546,23 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def client_error(url: str) -> UpstreamError:
+    """What the relay client raises calling ``url``."""
+    client = RelayClient(EndpointConfig(base_url=url, model="m"), None)
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            async with client.send("/v1/models", b"{}", {}, rollout_id="r"):
+                pass
+    finally:
+        await client.aclose()
+    return caught.value
+
+
 async def test_a_real_refused_connection_is_connect_refused() -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1/models"
-    async with aiohttp.ClientSession() as http:
-        with pytest.raises(aiohttp.ClientConnectorError) as caught:
-            await http.get(url)
-    assert down_reason(caught.value) == "connect_refused"
-    with pytest.raises(UpstreamConnectionError) as wrapped:
-        raise UpstreamConnectionError("cannot connect") from caught.value
-    assert down_reason(wrapped.value) == "connect_refused"
+    error = await client_error(f"http://127.0.0.1:{closed_port()}/v1")
+    assert isinstance(error, UpstreamConnectionError)
+    assert isinstance(error.__cause__, ConnectionRefusedError)
+    assert down_reason(error) == "connect_refused"
 
 
 async def answer_plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -565,17 +576,17 @@ async def test_a_tls_failure_is_not_down() -> None:
     # TLS against a plain-HTTP server: the endpoint is misconfigured, not down
     server = await asyncio.start_server(answer_plain_http, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    async with server, aiohttp.ClientSession() as http:
-        with pytest.raises(aiohttp.ClientSSLError) as caught:
-            await http.get(f"https://127.0.0.1:{port}/")
-    assert isinstance(caught.value, aiohttp.ClientConnectorError)  # which it also is
-    assert down_reason(caught.value) is None
+    async with server:
+        error = await client_error(f"https://127.0.0.1:{port}/v1")
+    assert isinstance(error, UpstreamConnectionError)
+    assert isinstance(error.__cause__, ssl.SSLError)
+    assert down_reason(error) is None
 
 
 def test_down_reason_of_plain_errors() -> None:
     assert down_reason(ConnectionRefusedError()) == "connect_refused"
-    assert down_reason(aiohttp.ConnectionTimeoutError()) == "connect_timeout"
+    assert down_reason(ConnectTimeout()) == "connect_timeout"
     assert down_reason(UpstreamConnectionError("no cause")) == "connect_refused"
     assert down_reason(TimeoutError()) is None
-    assert down_reason(aiohttp.ServerDisconnectedError()) is None
+    assert down_reason(UpstreamProtocolError("upstream connection broke mid-body")) is None
     assert down_reason(UpstreamStatusError("503", upstream_status=503)) is None

@@ -1,11 +1,15 @@
-"""One request to an upstream, as the block its response lives in; the upstream's answer
-read through it, and aiohttp's errors translated into rolltap's at this boundary.
+"""One request to an upstream, as the block its response lives in.
 
 :meth:`RelayClient.send <rolltap.clients.relay.RelayClient.send>` returns an
-:class:`Exchange`: the request is made when the block is entered, and the connection
-goes back to the pool (read through) or is closed (half read) when it ends, whatever
-ends it. A plain class, not a generator-based context manager: every model call enters
-one, and each generator frame is measurable on the gateway's critical path.
+:class:`Exchange`: the request is written when the block is entered (on a connection of
+the client's :class:`~rolltap.clients.wire_pool.WirePool`), and the connection goes back
+to the pool (read through) or is closed (half read) when it ends, whatever ends it. A
+plain class, not a generator-based context manager: every model call enters one, and
+each generator frame is measurable on the gateway's critical path.
+
+The endpoint's timeouts: ``total`` bounds the whole exchange (waiting for a connection,
+sending, the answer read to its end), ``read`` the upstream's silence before its head
+and between two pieces of its body, ``connect`` establishing a connection.
 """
 
 from __future__ import annotations
@@ -14,18 +18,13 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-import aiohttp
-from aiohttp.payload import Payload
-from multidict import CIMultiDict
+from rolltap.clients.sent_body import SentOnce
+from rolltap.clients.wire import WireConnection
+from rolltap.clients.wire_pool import WirePool
+from rolltap.config import Timeouts
+from rolltap.errors import UpstreamError, UpstreamProtocolError
 
-from rolltap.errors import (
-    UpstreamConnectionError,
-    UpstreamError,
-    UpstreamProtocolError,
-    UpstreamTimeoutError,
-)
-
-__all__ = ["Exchange", "UpstreamResponse", "translate_error"]
+__all__ = ["Exchange", "UpstreamResponse"]
 
 
 @dataclass(slots=True)
@@ -34,75 +33,81 @@ class UpstreamResponse:
 
     status: int
     headers: Mapping[str, str]
-    _response: aiohttp.ClientResponse
+    _conn: WireConnection
+    _read_s: float
+    _deadline: float | None
 
     @property
     def content_type(self) -> str:
-        return self._response.content_type
+        """The media type, lower case, without parameters (``application/octet-stream``
+        when the upstream names none)."""
+        value = self.headers.get("Content-Type")
+        if not value:
+            return "application/octet-stream"
+        return value.partition(";")[0].strip().lower()
 
     async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
+        return await self._conn.read_all(self._read_s, self._deadline)
 
     async def read_chunk(self, silence_s: float | None = None) -> bytes | None:
         """The next body bytes as they arrive, ``b""`` at the end, or ``None`` when the
         upstream has been silent for ``silence_s`` (nothing is lost: call again)."""
-        scope = asyncio.timeout(silence_s)
-        try:
-            async with scope:
-                return await self._response.content.readany()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            if scope.expired():
-                return None
-            raise translate_error(exc) from exc
+        now = asyncio.get_running_loop().time()
+        soft = None if silence_s is None else now + silence_s
+        return await self._conn.read_any(self._hard(now), soft)
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         """Yield body bytes as they arrive (no re-chunking, no buffering)."""
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
+        while chunk := await self._conn.read_any(self._hard()):
+            yield chunk
+
+    def _hard(self, now: float | None = None) -> float:
+        when = (asyncio.get_running_loop().time() if now is None else now) + self._read_s
+        return when if self._deadline is None or self._deadline > when else self._deadline
 
 
 class Exchange:
-    """``POST`` of ``body`` to ``url`` when entered; the :class:`UpstreamResponse` inside."""
+    """A request of ``head`` and ``body`` on a connection of ``pool`` when entered; the
+    :class:`UpstreamResponse` inside."""
 
-    __slots__ = ("_request", "_response")
+    __slots__ = ("_body", "_conn", "_head", "_pool", "_timeouts")
 
     def __init__(
-        self, session: aiohttp.ClientSession, url: str, body: bytes | Payload,
-        headers: CIMultiDict[str],
-    ) -> None:  # fmt: skip
-        self._request: tuple[aiohttp.ClientSession, str, bytes | Payload, CIMultiDict[str]] | None
-        self._request = (session, url, body, headers)
-        self._response: aiohttp.ClientResponse | None = None
+        self, pool: WirePool, head: bytes, body: bytes | SentOnce, timeouts: Timeouts
+    ) -> None:
+        self._pool, self._head, self._timeouts = pool, head, timeouts
+        self._body: bytes | SentOnce | None = body
+        self._conn: WireConnection | None = None
 
     async def __aenter__(self) -> UpstreamResponse:
-        assert self._request is not None, "an exchange is entered once"
-        (session, url, body, headers), self._request = self._request, None
+        assert self._body is not None, "an exchange is entered once"
+        body, self._body = self._body, None
+        t = self._timeouts
+        loop = asyncio.get_running_loop()
+        deadline = None if t.total is None else loop.time() + t.total
+        conn = self._conn = await self._pool.acquire(deadline)
         try:
-            response = await session.post(url, data=body, headers=headers, allow_redirects=False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise translate_error(exc) from exc
-        if response.status in _REDIRECTS:
-            response.close()
-            raise _redirected(response.status, response.headers.get("Location"))
-        self._response = response
-        return UpstreamResponse(response.status, response.headers, response)
+            data = body.take() if isinstance(body, SentOnce) else body
+            conn.begin(self._head + b"Content-Length: %d\r\n\r\n" % len(data), data)
+            del body, data  # the connection has the bytes: a waiting call holds none
+            read_by = loop.time() + t.read
+            status, headers = await conn.head(
+                read_by if deadline is None or deadline > read_by else deadline
+            )
+            if status in _REDIRECTS:
+                raise _redirected(status, headers.get("Location"))
+        except BaseException:  # re-raised: the connection is let go first
+            self._conn = None
+            self._pool.release(conn)
+            raise
+        return UpstreamResponse(status, headers, conn, t.read, deadline)
 
     async def __aexit__(self, *exc_info: object) -> None:
-        response, self._response = self._response, None
-        if response is None:
-            return
-        # release() returns a fully read connection to the pool; close() drops a
-        # half-read one so its slot is freed at once (cancellation, errors).
-        if response.content.at_eof():
-            response.release()
-        else:
-            response.close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            # kept when read through, closed when half read (cancellation, errors) so
+            # its place is free at once
+            self._pool.release(conn)
 
 
 #: what a client following redirects would resend the body on (a 301/302/303 it would
@@ -119,14 +124,3 @@ def _redirected(status: int, location: str | None) -> UpstreamError:
         f"upstream answered {status}, a redirect{where}, which rolltap does not follow: "
         "set the endpoint's base_url to where it points"
     )
-
-
-def translate_error(exc: BaseException) -> UpstreamError:
-    """Map an aiohttp/asyncio error to rolltap's upstream error tree."""
-    if isinstance(exc, TimeoutError):
-        return UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})")
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
-        return UpstreamConnectionError(f"cannot connect to upstream: {exc.os_error}")
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return UpstreamProtocolError(f"upstream connection broke: {type(exc).__name__}")
-    return UpstreamProtocolError(f"upstream request failed: {type(exc).__name__}: {exc}")

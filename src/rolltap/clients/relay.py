@@ -1,10 +1,11 @@
 """The relay client: forwards a harness request to the upstream as-is (eval mode).
 
 One :class:`RelayClient` per endpoint identity, owned by the gateway's pool and shared
-by every rollout on it; its aiohttp session keeps warm keepalive connections, bounded
-by the endpoint's ``max_connections``. It never retries: failures surface to the
-harness and the trace. Library errors are translated at the boundary
-(:mod:`rolltap.clients.exchange`, where a request and its response live).
+by every rollout on it; its :class:`~rolltap.clients.wire_pool.WirePool` keeps warm
+keepalive connections, bounded by the endpoint's ``max_connections``. It never retries:
+failures surface to the harness and the trace, as rolltap's errors
+(:mod:`rolltap.clients.wire`; :mod:`rolltap.clients.exchange`, where a request and its
+response live).
 
 Responses are only available inside a context manager, so a connection can never be
 leaked by a caller that stops reading::
@@ -16,25 +17,25 @@ leaked by a caller that stops reading::
 
 from __future__ import annotations
 
-import ssl
+import base64
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-import aiohttp
-from aiohttp.payload import Payload
 from multidict import CIMultiDict
 
 from rolltap.clients.base import join_url
 from rolltap.clients.exchange import Exchange, UpstreamResponse
+from rolltap.clients.sent_body import SentOnce
+from rolltap.clients.wire_pool import Origin, WirePool
 from rolltap.config import EndpointConfig
-from rolltap.errors import UpstreamConnectionError
+from rolltap.errors import UpstreamConnectionError, UpstreamProtocolError
 
 __all__ = [
     "DROPPED_REQUEST_HEADERS", "ROLLOUT_HEADER", "ROUTING_HEADERS", "RelayClient",
     "UpstreamResponse", "relayed_headers",
 ]  # fmt: skip
 
-#: hop-by-hop headers, framing headers aiohttp sets itself, and the harness's own auth;
+#: hop-by-hop headers, framing headers the client sets itself, and the harness's own auth;
 #: ``expect`` and ``content-encoding`` described the harness's body, which the gateway
 #: has already read (and decoded): sent on, an upstream would wait for a body that was
 #: sent, or fail to decode a plain one
@@ -105,20 +106,17 @@ class RelayClient:
     kind = "relay"
 
     def __init__(self, endpoint: EndpointConfig, credential: str | None) -> None:
-        """The connect timeout bounds only the connection's establishment: aiohttp's
-        ``connect`` also covers waiting for a free pooled connection, which would fail
-        calls queued behind ``max_connections`` busy ones as ``upstream_timeout`` (and
-        make a busy replica look down); a queued call waits, bounded by ``total`` and by
-        its rollout's timeout."""
+        """The connect timeout bounds only the connection's establishment, not the wait
+        for a free pooled connection: calls queued behind ``max_connections`` busy ones
+        wait, bounded by ``total`` and by their rollout's timeout (failed as
+        ``upstream_timeout``, they would make a busy replica look down)."""
         self.endpoint = endpoint
-        t = endpoint.timeouts
-        self._timeout = aiohttp.ClientTimeout(
-            total=t.total, sock_connect=t.connect, sock_read=t.read
-        )
+        base = urlsplit(endpoint.base_url)
         # the headers every request gets (the later of two spellings of a name wins):
         # built once, as a client's endpoint and credential never change
         fixed: CIMultiDict[str] = CIMultiDict()
-        for extra in (endpoint.headers, _auth_headers(endpoint, credential)):
+        for extra in (_url_auth(base.username, base.password), endpoint.headers,
+                      _auth_headers(endpoint, credential)):  # fmt: skip
             fixed.update(extra)
         fixed["Content-Type"] = "application/json"
         for name in _ROLLOUT_NAMES:
@@ -129,26 +127,12 @@ class RelayClient:
             | {k.lower() for k in fixed}
             | {n.lower() for n in _ROLLOUT_NAMES}
         )
-        self._session: aiohttp.ClientSession | None = None
+        self._pool = WirePool(
+            Origin(endpoint.base_url), limit=endpoint.max_connections,
+            connect_s=endpoint.timeouts.connect,
+        )  # fmt: skip
         self._closed = False
-        self._urls: dict[str, str] = {}  # path -> URL: join_url costs a regex per call
-
-    def _client_session(self) -> aiohttp.ClientSession:
-        # Built lazily: aiohttp sessions must be created inside a running event loop.
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self.endpoint.max_connections,
-                limit_per_host=0,
-                ssl=ssl.create_default_context(),
-                enable_cleanup_closed=False,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=self._timeout,
-                auto_decompress=False,
-                skip_auto_headers=("User-Agent",),
-            )
-        return self._session
+        self._starts: dict[str, str] = {}  # path -> request line and Host: built once
 
     def upstream_headers(
         self, harness_headers: Mapping[str, str], rollout_id: str
@@ -167,7 +151,7 @@ class RelayClient:
     def send(
         self,
         path: str,
-        body: bytes | Payload,
+        body: bytes | SentOnce,
         harness_headers: Mapping[str, str],
         *,
         rollout_id: str,
@@ -183,21 +167,45 @@ class RelayClient:
         if self._closed:
             raise UpstreamConnectionError("model client is closed")
         key = ("/" if from_root else "") + path
-        url = self._urls.get(key)
-        if url is None:
-            base = self.endpoint.base_url
-            if from_root:
-                parts = urlsplit(base)
-                base = f"{parts.scheme}://{parts.netloc}"
-            url = self._urls[key] = join_url(base, path)
+        start = self._starts.get(key)
+        if start is None:
+            start = self._starts[key] = self._start(path, from_root=from_root)
         headers = self.upstream_headers(harness_headers, rollout_id)
-        return Exchange(self._client_session(), url, body, headers)
+        return Exchange(self._pool, _head(start, headers), body, self.endpoint.timeouts)
+
+    def _start(self, path: str, *, from_root: bool) -> str:
+        base = self.endpoint.base_url
+        if from_root:
+            parts = urlsplit(base)
+            base = f"{parts.scheme}://{parts.netloc}"
+        url = urlsplit(join_url(base, path))
+        target = url.path or "/"
+        if url.query:
+            target += "?" + url.query
+        return f"POST {target} HTTP/1.1\r\nHost: {self._pool.origin.host_header}\r\n"
 
     async def aclose(self) -> None:
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        await self._pool.aclose()
+
+
+def _head(start: str, headers: CIMultiDict[str]) -> bytes:
+    """The request's head up to its ``Content-Length`` (the exchange adds it and the
+    blank line). A header holding a line break would end the head early and smuggle a
+    header of its own: refused, naming the header but not its value (a credential)."""
+    lines = "".join([f"{k}: {v}\r\n" for k, v in headers.items()])
+    if lines.count("\n") != len(headers) or lines.count("\r") != len(headers):
+        bad = next(k for k, v in headers.items() if "\r" in k + v or "\n" in k + v)
+        raise UpstreamProtocolError(f"the header {bad!r} to send holds a line break")
+    return (start + lines).encode("utf-8", "surrogateescape")
+
+
+def _url_auth(user: str | None, password: str | None) -> dict[str, str]:
+    """``https://user:pass@host``: sent as basic auth (a credential, if any, wins)."""
+    if user is None:
+        return {}
+    pair = f"{unquote(user)}:{unquote(password or '')}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
 
 
 def _auth_headers(endpoint: EndpointConfig, credential: str | None) -> dict[str, str]:

@@ -27,6 +27,7 @@ this module, so stats and notes never carry a credential.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -34,10 +35,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
-
 from rolltap.clients.relay import ROLLOUT_HEADER, ROUTING_HEADERS
 from rolltap.clients.replica_state import DownReason, ReplicaState, ReplicaStats
+from rolltap.clients.wire_pool import ConnectTimeout
 from rolltap.config import EndpointConfig
 from rolltap.errors import ConfigError, UpstreamBusyError, UpstreamConnectionError
 
@@ -84,13 +84,16 @@ def down_reason(exc: BaseException) -> DownReason | None:
     for _ in range(_CHAIN_DEPTH):
         if seen is None:
             return None
-        if isinstance(seen, aiohttp.ConnectionTimeoutError):
+        if isinstance(seen, ConnectTimeout):
             return "connect_timeout"
-        if isinstance(seen, aiohttp.ClientSSLError):
+        if isinstance(seen, UpstreamConnectionError):
+            cause = seen.__cause__
+            if cause is None or isinstance(cause, ConnectionRefusedError):
+                return "connect_refused"
+            if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+                return "connect_refused"  # unresolvable, no route
             return None
-        if isinstance(seen, aiohttp.ClientConnectorError | ConnectionRefusedError):
-            return "connect_refused"
-        if isinstance(seen, UpstreamConnectionError) and seen.__cause__ is None:
+        if isinstance(seen, ConnectionRefusedError):
             return "connect_refused"
         seen = seen.__cause__ or seen.__context__
     return None
@@ -185,8 +188,8 @@ class ReplicaSet:
     ) -> ReplicaSet:
         """The set for ``endpoint``'s replicas (its ``base_url`` alone when it has none);
         its ``max_inflight`` caps each replica, and so does its ``max_connections``: a
-        call then never waits inside a client's connection pool, where aiohttp's connect
-        timeout would count the wait (and a busy replica would look down)."""
+        call then never waits inside a client's connection pool, where it would wait
+        for the busiest replica however free the others are."""
         cap = min(endpoint.max_inflight or endpoint.max_connections, endpoint.max_connections)
         return cls(
             endpoint.replica_urls,

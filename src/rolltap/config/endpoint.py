@@ -27,6 +27,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 from pydantic import (
@@ -47,6 +48,13 @@ __all__ = ["ClientKind", "Dialect", "EndpointConfig", "Timeouts"]
 def _checked_url(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         raise ValueError(f"{field} must start with http:// or https://")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 -- parsed for its error
+    except ValueError as exc:
+        raise ValueError(f"{field} is not a URL ({exc}): {value!r}") from exc
+    if not parts.hostname:
+        raise ValueError(f"{field} names no host: {value!r}")
     return value.rstrip("/")
 
 
@@ -144,6 +152,16 @@ class EndpointConfig(BaseModel):
     @classmethod
     def _check_url(cls, value: str) -> str:
         return _checked_url("base_url", value)
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not name or any(c in name for c in ":\r\n\0 ") or any(c in text for c in "\r\n\0"):
+                raise ValueError(
+                    f"headers: {name!r} is not a header name, or its value holds a line break"
+                )
+        return value
 
     @field_validator("replicas")
     @classmethod
