@@ -183,22 +183,31 @@ async def test_silence_past_the_read_timeout_fails_the_call() -> None:
             await call(relay)
 
 
-async def test_the_total_timeout_bounds_waiting_for_a_connection() -> None:
-    held = asyncio.Event()
-
-    async def hold(up: Upstream, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+async def test_the_read_timeout_bounds_each_silence_not_the_whole_answer() -> None:
+    # five pieces 0.3 s apart under a 1 s read timeout: 1.5 s in all, no silence of 1 s
+    async def trickle(up: Upstream, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await up.request(r)
-        held.set()
+        w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(5):
+            await asyncio.sleep(0.3)
+            w.write(b"1\r\nx\r\n")
+        w.write(b"0\r\n\r\n")
         await r.read()
 
-    ep = {"max_connections": 1, "timeouts": Timeouts(total=0.2)}
-    async with upstream(hold) as up, client(up, **ep) as relay:
-        first = asyncio.create_task(call(relay))
-        await held.wait()
+    async with upstream(trickle) as up, client(up, timeouts=Timeouts(read=1.0)) as relay:
+        assert await call(relay) == (200, b"xxxxx")
+
+
+async def test_the_total_timeout_bounds_waiting_for_a_connection() -> None:
+    async with upstream(answer_each) as up:
+        pool = WirePool(Origin(f"http://127.0.0.1:{up.port}"), limit=1, connect_s=5)
+        held = await pool.acquire(None)
+        soon = asyncio.get_running_loop().time() + 0.05
         with pytest.raises(UpstreamTimeoutError, match="one of its 1 connections"):
-            await call(relay)
-        with pytest.raises(UpstreamTimeoutError):
-            await first
+            await pool.acquire(soon)
+        pool.release(held)  # never used: closed, not kept
+        assert pool.size == 0
+        await pool.aclose()
     assert up.connections == 1
 
 

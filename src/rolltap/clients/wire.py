@@ -62,6 +62,10 @@ class WireConnection(asyncio.Protocol):
         self._paused = False
         self._whole = False  # the reader takes the body at its end: never pause
         self._waiter: asyncio.Future[None] | None = None
+        #: the future a wait is on, until when, and the timer that ends it then
+        self._expiring: asyncio.Future[Any] | None = None
+        self._wait_until: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._complete = False
         self._until_close = False
         self._error: UpstreamError | None = None
@@ -160,6 +164,7 @@ class WireConnection(asyncio.Protocol):
 
     def finish(self) -> None:
         """The exchange is over (read through or given up): the connection is idle."""
+        self._disarm()
         self._busy = False
         self._head = None
         self.idle_since = self._loop.time()
@@ -173,22 +178,48 @@ class WireConnection(asyncio.Protocol):
         soft: float | None = None,
     ) -> bool:  # fmt: skip
         """Wait for ``future``: False once ``soft`` passes first; past ``hard`` the
-        exchange fails (the connection is closed)."""
+        exchange fails (the connection is closed).
+
+        One timer serves every wait of an exchange: a wait that ends later than the timer
+        leaves it armed, and the timer, firing early, re-arms itself for the wait then
+        under way — a stream's chunks arm none (``asyncio.timeout`` would schedule and
+        cancel a timer for each)."""
         soft_first = soft is not None and (hard is None or soft < hard)
-        when = soft if soft_first else hard
+        when = self._wait_until = soft if soft_first else hard
+        if when is not None:
+            timer = self._timer
+            if timer is None or timer.when() > when:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = self._loop.call_at(when, self._expire)
+        self._expiring = future
         try:
-            async with asyncio.timeout_at(when):
-                await future
-        except TimeoutError as exc:
+            await future
+        except _Expired:
             if soft_first:
                 return False
             error = UpstreamTimeoutError(f"upstream timed out waiting for {what}")
             self._fail(error)
             self.close()
-            raise error from exc
+            raise error from None
         finally:
-            self._waiter = None
+            self._waiter = self._expiring = None
         return True
+
+    def _expire(self) -> None:
+        self._timer = None
+        future, when = self._expiring, self._wait_until
+        if future is None or future.done() or when is None:
+            return
+        if self._loop.time() < when:  # armed for an earlier wait
+            self._timer = self._loop.call_at(when, self._expire)
+            return
+        future.set_exception(_Expired())
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -234,6 +265,7 @@ class WireConnection(asyncio.Protocol):
                 why = "before its answer's headers" if not _done(self._head) else "mid-body"
                 cause = f" ({type(exc).__name__})" if exc is not None else ""
                 self._fail(UpstreamProtocolError(f"upstream connection broke {why}{cause}"))
+        self._disarm()
         if not self._gone.done():
             self._gone.set_result(None)
 
@@ -290,6 +322,10 @@ class WireConnection(asyncio.Protocol):
         self._complete = True
         self.keep_alive = self._parser.should_keep_alive()
         self._wake()
+
+
+class _Expired(Exception):
+    """A wait's time is up (raised into the future it was on)."""
 
 
 def _done(future: asyncio.Future[Any] | None) -> bool:

@@ -131,8 +131,9 @@ class WirePool:
     async def _connect(self, deadline: float | None) -> WireConnection:
         loop = asyncio.get_running_loop()
         when = loop.time() + self.connect_s
+        total_first = False
         if deadline is not None and deadline < when:
-            when = deadline
+            total_first, when = True, deadline
         host, port = self.origin.host, self.origin.port
         self._connecting += 1
         made = False
@@ -143,7 +144,11 @@ class WirePool:
                     server_hostname=host if self._tls is not None else None,
                 )  # fmt: skip
             made = True
-        except TimeoutError:
+        except TimeoutError as exc:
+            if total_first:  # the call's time, not the upstream's fault
+                raise UpstreamTimeoutError(
+                    f"upstream timed out: the call's total time ran out connecting to {host}"
+                ) from exc
             raise UpstreamTimeoutError(
                 f"cannot connect to upstream {host}:{port} within {self.connect_s:g} s"
             ) from ConnectTimeout(f"{host}:{port}")
