@@ -161,6 +161,18 @@ async def test_a_broken_answer_is_a_protocol_error(answer: bytes, words: str) ->
             await call(relay)
 
 
+async def test_bytes_after_the_answer_are_not_read_as_its_body() -> None:
+    async def twice(up: Upstream, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await up.request(r)
+        w.write(OK + b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbad")
+        await answer_each(up, r, w)
+
+    async with upstream(twice) as up, client(up) as relay:
+        assert await call(relay) == (200, b"{}")
+        assert await call(relay) == (200, b"{}")
+    assert up.connections == 2  # the first connection was not trusted again
+
+
 async def test_an_interim_answer_is_skipped() -> None:
     async def interim(up: Upstream, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await up.request(r)

@@ -277,6 +277,10 @@ class WireConnection(asyncio.Protocol):
 
     # --- httptools' callbacks --------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self._complete:  # a second answer to one request: stop; the connection closes
+            raise UpstreamProtocolError("upstream answered one request twice")
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_bytes += len(name) + len(value)
         if self._head_bytes > MAX_HEAD_BYTES:
