@@ -81,6 +81,11 @@ def test_one_replica_is_one_endpoint_keyed_like_a_plain_one() -> None:
         ({"replicas": [A, "ftp://b"]}, "replicas must start with http"),
         ({"replicas": [A, A + "/"]}, "must not repeat"),
         ({"replicas": [A], "replica_cooloff_s": 0}, "replica_cooloff_s"),
+        ({"base_url": "http:///v1"}, "base_url names no host"),
+        ({"base_url": "http://h:port/v1"}, "base_url is not a URL"),
+        ({"replicas": [A, "https://b:99999"]}, "replicas is not a URL"),
+        ({"base_url": A, "headers": {"X-A": "1\r\nX-B: 2"}}, "holds a line break"),
+        ({"base_url": A, "headers": {"X A": "1"}}, "not a header name"),
     ],
 )
 def test_bad_addresses_are_rejected(fields: dict[str, Any], message: str) -> None:
