@@ -353,6 +353,14 @@ async def test_a_header_with_a_line_break_is_refused_without_its_value() -> None
     assert up.requests == []
 
 
+async def test_a_credential_with_a_line_break_is_refused_without_its_value() -> None:
+    relay = RelayClient(EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m"), "sk-2\n")
+    with pytest.raises(UpstreamProtocolError, match="'Authorization' to send") as caught:
+        relay.send("/v1/x", b"{}", {}, rollout_id="r")
+    assert "sk-2" not in str(caught.value)
+    await relay.aclose()
+
+
 async def test_the_urls_user_info_is_sent_as_basic_auth_and_not_as_host() -> None:
     async with upstream(answer_each) as up:
         relay = RelayClient(

@@ -121,7 +121,10 @@ class RelayClient:
         fixed["Content-Type"] = "application/json"
         for name in _ROLLOUT_NAMES:
             fixed.popall(name, None)
-        self._fixed = list(fixed.items())
+        #: the endpoint's header lines, every request's
+        self._fixed_lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
+        self._fixed_count = len(fixed)
+        self._fixed_items = tuple(fixed.items())
         self._replaced = (
             DROPPED_REQUEST_HEADERS
             | {k.lower() for k in fixed}
@@ -134,19 +137,24 @@ class RelayClient:
         self._closed = False
         self._starts: dict[str, str] = {}  # path -> request line and Host: built once
 
-    def upstream_headers(
-        self, harness_headers: Mapping[str, str], rollout_id: str
-    ) -> CIMultiDict[str]:
-        """The harness's headers, less the dropped ones and those the gateway sets: the
-        endpoint's own, its credential, the content type, then the rollout's id under
-        each name routers pin on (the last word on each)."""
-        headers: CIMultiDict[str] = CIMultiDict(
-            [(k, v) for k, v in harness_headers.items() if k.lower() not in self._replaced]
-        )
-        headers.extend(self._fixed)
-        for name in _ROLLOUT_NAMES:
-            headers.add(name, rollout_id)
-        return headers
+    def upstream_headers(self, harness_headers: Mapping[str, str], rollout_id: str) -> str:
+        """The header lines sent: the harness's headers, less the dropped ones and those
+        the gateway sets, then the endpoint's own, its credential, the content type, then
+        the rollout's id under each name routers pin on (the last word on each).
+
+        A header holding a line break would end the head early and smuggle in one of its
+        own: refused, naming the header but not its value (a credential)."""
+        replaced = self._replaced
+        lines = [f"{k}: {v}\r\n" for k, v in harness_headers.items() if k.lower() not in replaced]
+        lines.append(self._fixed_lines)
+        lines.extend(f"{name}: {rollout_id}\r\n" for name in _ROLLOUT_NAMES)
+        text = "".join(lines)
+        count = text.count("\n")
+        if count != self._fixed_count + len(lines) - 1 or text.count("\r") != count:
+            sent = (*harness_headers.items(), *self._fixed_items, ("rollout id", rollout_id))
+            bad = [k for k, v in sent if "\r" in k + v or "\n" in k + v]
+            raise UpstreamProtocolError(f"the header {bad[0]!r} to send holds a line break")
+        return text
 
     def send(
         self,
@@ -170,8 +178,10 @@ class RelayClient:
         start = self._starts.get(key)
         if start is None:
             start = self._starts[key] = self._start(path, from_root=from_root)
-        headers = self.upstream_headers(harness_headers, rollout_id)
-        return Exchange(self._pool, _head(start, headers), body, self.endpoint.timeouts)
+        head = (start + self.upstream_headers(harness_headers, rollout_id)).encode(
+            "utf-8", "surrogateescape"
+        )
+        return Exchange(self._pool, head, body, self.endpoint.timeouts)
 
     def _start(self, path: str, *, from_root: bool) -> str:
         base = self.endpoint.base_url
@@ -187,17 +197,6 @@ class RelayClient:
     async def aclose(self) -> None:
         self._closed = True
         await self._pool.aclose()
-
-
-def _head(start: str, headers: CIMultiDict[str]) -> bytes:
-    """The request's head up to its ``Content-Length`` (the exchange adds it and the
-    blank line). A header holding a line break would end the head early and smuggle a
-    header of its own: refused, naming the header but not its value (a credential)."""
-    lines = "".join([f"{k}: {v}\r\n" for k, v in headers.items()])
-    if lines.count("\n") != len(headers) or lines.count("\r") != len(headers):
-        bad = next(k for k, v in headers.items() if "\r" in k + v or "\n" in k + v)
-        raise UpstreamProtocolError(f"the header {bad!r} to send holds a line break")
-    return (start + lines).encode("utf-8", "surrogateescape")
 
 
 def _url_auth(user: str | None, password: str | None) -> dict[str, str]:
