@@ -21,7 +21,7 @@ GROUPS = {
     "ServeError", "StoreError", "TokensError", "UpstreamError", "UsageError",
 }  # fmt: skip
 #: exceptions that never leave the module raising them, kept out of the tree on purpose
-PRIVATE = {"rolltap.sim.handler._Refused"}
+PRIVATE = {"rolltap.sim.handler._Refused", "rolltap.clients.wire._Expired"}
 
 
 @pytest.fixture(scope="module", autouse=True)

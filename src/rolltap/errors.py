@@ -469,10 +469,18 @@ class UpstreamBusyError(UpstreamError):
 
 
 class UpstreamTimeoutError(UpstreamError):
-    """The upstream did not answer in time (to connect, between chunks, or in total)."""
+    """The upstream did not answer in time (to connect, between chunks, or in total);
+    ``connecting``: no connection was made within ``timeouts.connect`` (a replica that
+    does this counts as down)."""
 
     code = "upstream_timeout"
     status = 504
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, connecting: bool = False
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.connecting = connecting
 
 
 class UpstreamConnectionError(UpstreamError):

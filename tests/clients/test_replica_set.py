@@ -17,7 +17,6 @@ from rolltap.clients.replicas import (
     replica_label,
     routing_headers,
 )
-from rolltap.clients.wire_pool import ConnectTimeout
 from rolltap.config import EndpointConfig
 from rolltap.errors import (
     ConfigError,
@@ -255,8 +254,8 @@ async def test_connect_refusal_fails_the_call_then_repins_at_the_next(
 async def test_connect_timeout_marks_down_with_its_reason(three: ReplicaSet) -> None:
     three.register("r0")
     try:
-        raise ConnectTimeout("a:8000")
-    except ConnectTimeout as cause:
+        raise UpstreamTimeoutError("cannot connect to a:8000 within 10 s", connecting=True)
+    except UpstreamTimeoutError as cause:
         error = UpstreamTimeoutError("upstream timed out")
         error.__cause__ = cause
     await fail_call(three, "r0", error)
@@ -585,7 +584,8 @@ async def test_a_tls_failure_is_not_down() -> None:
 
 def test_down_reason_of_plain_errors() -> None:
     assert down_reason(ConnectionRefusedError()) == "connect_refused"
-    assert down_reason(ConnectTimeout()) == "connect_timeout"
+    assert down_reason(UpstreamTimeoutError("no connection", connecting=True)) == "connect_timeout"
+    assert down_reason(UpstreamTimeoutError("no answer's headers in 600 s")) is None
     assert down_reason(UpstreamConnectionError("no cause")) == "connect_refused"
     assert down_reason(TimeoutError()) is None
     assert down_reason(UpstreamProtocolError("upstream connection broke mid-body")) is None

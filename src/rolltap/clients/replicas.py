@@ -37,9 +37,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from rolltap.clients.relay import ROLLOUT_HEADER, ROUTING_HEADERS
 from rolltap.clients.replica_state import DownReason, ReplicaState, ReplicaStats
-from rolltap.clients.wire_pool import ConnectTimeout
 from rolltap.config import EndpointConfig
-from rolltap.errors import ConfigError, UpstreamBusyError, UpstreamConnectionError
+from rolltap.errors import (
+    ConfigError,
+    UpstreamBusyError,
+    UpstreamConnectionError,
+    UpstreamTimeoutError,
+)
 
 __all__ = [
     "DownReason",
@@ -84,7 +88,7 @@ def down_reason(exc: BaseException) -> DownReason | None:
     for _ in range(_CHAIN_DEPTH):
         if seen is None:
             return None
-        if isinstance(seen, ConnectTimeout):
+        if isinstance(seen, UpstreamTimeoutError) and seen.connecting:
             return "connect_timeout"
         if isinstance(seen, UpstreamConnectionError):
             cause = seen.__cause__

@@ -8,9 +8,9 @@ turn (first come, first served) until one is given back or closes. A connection 
 back mid-answer is closed, never reused.
 
 Connecting is bounded by the endpoint's ``timeouts.connect`` and the exchange's
-deadline; a connect that fails or times out is raised with a cause
-:func:`rolltap.clients.replicas.down_reason` reads (:class:`ConnectTimeout`, an
-``OSError``).
+deadline; :func:`rolltap.clients.replicas.down_reason` reads what a connect that fails
+raises (an :class:`~rolltap.errors.UpstreamTimeoutError` ``connecting``; an
+:class:`~rolltap.errors.UpstreamConnectionError` from an ``OSError``).
 """
 
 from __future__ import annotations
@@ -23,16 +23,12 @@ from urllib.parse import urlsplit
 from rolltap.clients.wire import WireConnection
 from rolltap.errors import UpstreamConnectionError, UpstreamTimeoutError
 
-__all__ = ["KEEPALIVE_S", "ConnectTimeout", "Origin", "WirePool"]
+__all__ = ["KEEPALIVE_S", "Origin", "WirePool"]
 
 #: an idle connection older than this is closed rather than reused: a server closes its
 #: idle ones after a while (llama-server after 5 s, uvicorn 5, nginx 75), and a request
 #: written as it does so is lost; aiohttp keeps them 15 s and meets the same race
 KEEPALIVE_S = 4.0
-
-
-class ConnectTimeout(TimeoutError):
-    """A connection not established within ``timeouts.connect`` (an upstream down)."""
 
 
 class Origin:
@@ -150,8 +146,9 @@ class WirePool:
                     f"upstream timed out: the call's total time ran out connecting to {host}"
                 ) from exc
             raise UpstreamTimeoutError(
-                f"cannot connect to upstream {host}:{port} within {self.connect_s:g} s"
-            ) from ConnectTimeout(f"{host}:{port}")
+                f"cannot connect to upstream {host}:{port} within {self.connect_s:g} s",
+                connecting=True,
+            ) from exc
         except OSError as exc:  # refused, unresolvable, no route, TLS
             raise UpstreamConnectionError(
                 f"cannot connect to upstream {host}:{port}: {exc}"
