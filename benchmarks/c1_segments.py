@@ -55,6 +55,13 @@ _POST = (
     "            response = await session.post("
     "url, data=body, headers=headers, allow_redirects=False)\n"
 )
+_READ = (
+    "        body, found, raw, encoded = await _read(request, arrival, context)\n",
+    "        body, found, raw = await _read(request, arrival, context)\n",
+)
+#: rolltap's own client (stop 48): a connection taken, then the answer's head checked
+_ACQUIRE = "        conn = self._conn = await self._pool.acquire(deadline)\n"
+_REDIRECT_CHECK = "            if status in _REDIRECTS:\n"
 _OPEN = "        resp, frames = await self.open_stream(reply.status, reply.headers)\n        relay"
 #: a place to mark: a line or lines of code, or the versions of it the code has had
 _Anchor = str | tuple[str, ...]
@@ -68,23 +75,29 @@ _GATEWAY: list[tuple[str, _Anchor, str, str]] = [
      "g0d_parsed", "after"),
     ("gateway/harness.py", ("    start = 0 if found is None else found.validated(dialect.name)\n",
                             "    start = found.validated(dialect.name)\n"), "g0e_found", "after"),
-    ("gateway/harness.py", "        body, found, raw = await _read(request, arrival, context)\n",
-     "g1_read", "after"),
+    ("gateway/harness.py", _READ, "g1_read", "after"),
     ("gateway/harness.py",
-     "    del found, raw  # the call drops them once used (each is body-sized)\n",
+     ("    del found, raw, encoded  # the call drops them once used (each is body-sized)\n",
+      "    del found, raw  # the call drops them once used (each is body-sized)\n"),
      "g2_call", "after"),
-    ("gateway/call.py", "        del raw\n", "g3_rewritten", "after"),
+    ("gateway/call.py", ("        del raw, encoded\n", "        del raw\n"), "g3_rewritten",
+     "after"),
     ("gateway/call.py", "        self.defer_request(sent)\n", "g3a_gate", "before"),
     ("gateway/call.py", "            self.waited += self.t_sent - queued\n",
      "g3c_slot_cut", "after"),
-    ("clients/exchange.py", _POST, "g4_post", "before"),
-    ("clients/exchange.py", _POST, "g5_headers", "after"),
+    ("clients/exchange.py", _ACQUIRE, "g4_post", "before"),
+    ("clients/exchange.py", _REDIRECT_CHECK, "g5_headers", "before"),
     ("gateway/call.py", "            raw = await reply.body.read()\n        self.t_first",
      "g6_body_read", "mid"),
     ("gateway/call.py", _OPEN, "g6s_stream_open", "mid"),
     ("gateway/call.py", "                recorded, response = await self.deliver(reply)\n",
      "g7_delivered", "after"),
 ]  # fmt: skip
+#: the same points in code whose exchange sent on aiohttp's client (stops 44-47)
+_AIOHTTP_SEND: list[tuple[str, _Anchor, str, str]] = [
+    ("clients/exchange.py", _POST, "g4_post", "before"),
+    ("clients/exchange.py", _POST, "g5_headers", "after"),
+]
 #: the same points in code from before clients/exchange.py (stop 43)
 _OLD_SEND: list[tuple[str, _Anchor, str, str]] = [
     ("clients/relay.py", "            response = await self._client_session().post(\n",
@@ -143,8 +156,11 @@ def marked_copy(src: Path, dest: Path) -> Path:
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "rolltap" / "_c1marks.py").write_text(_MARKS)
     points = _GATEWAY
-    if not (dest / "rolltap" / "clients" / "exchange.py").exists():
+    exchange = dest / "rolltap" / "clients" / "exchange.py"
+    if not exchange.exists():
         points = [p for p in _GATEWAY if p[0] != "clients/exchange.py"] + _OLD_SEND
+    elif "_pool.acquire" not in exchange.read_text():
+        points = [p for p in _GATEWAY if p[0] != "clients/exchange.py"] + _AIOHTTP_SEND
     for file, anchor, name, where in points:
         _insert(dest / "rolltap" / file, anchor, name, where)
     return dest

@@ -16,9 +16,9 @@ def _every_field_set(cls: type[Any], **given: Any) -> Any:
     return cls(**values)
 
 
-def test_a_call_less_its_bytes_keeps_every_other_field() -> None:
+def test_a_call_less_its_bytes_and_members_keeps_every_other_field() -> None:
     call = _every_field_set(ModelRequest)
-    assert call.without_raw() == dataclasses.replace(call, raw=None)
+    assert call.without_raw() == dataclasses.replace(call, raw=None, encoded=None)
 
 
 def test_a_lookup_given_its_conversation_keeps_every_other_field() -> None:

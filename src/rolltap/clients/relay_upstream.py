@@ -107,8 +107,14 @@ class RelayUpstream:
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         kept = call.without_raw()  # the bytes go as ``data``, once
         if self.turns is None:
-            raw = call.raw if body is call.body and not rewrites else None  # nothing changed
-            data = dumps_kept(body) if raw is None else raw
+            if body is not call.body:
+                data = dumps_kept(body)
+            elif not rewrites and call.raw is not None:
+                data = call.raw  # nothing changed
+            elif call.encoded is not None:
+                data = call.encoded.encode(body)  # sized to fit: a join
+            else:
+                data = dumps_kept(body)
             return RelayRequest(kept, body, rewrites, headers=headers, data=SentOnce(data))
         more, capture = capture_rewrites(
             body, logprobs=self.capture_logprobs, turn=self.turns.begin()

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from rolltap.clients.capture import ServerCapture
 from rolltap.dialects.canonical import Dialect, Response
 from rolltap.errors import UpstreamStatusError
+from rolltap.http.json_body import EncodedMembers
 
 __all__ = [
     "Answer",
@@ -62,9 +63,13 @@ class ModelRequest:
     #: the body's bytes as the harness sent them, when the gateway has them: a relay
     #: that changes nothing sends them as they are (no second copy, not re-encoded)
     raw: bytes | None = None
+    #: the body's members as the gateway checked them: a relay whose rewrites change a
+    #: few top-level values encodes the body from the rest's bytes
+    encoded: EncodedMembers | None = None
 
     def without_raw(self) -> ModelRequest:
-        """This call less its bytes (once the upstream has made its request of them).
+        """This call less its bytes and members (once the upstream has made its request
+        of them).
         Built field by field: ``dataclasses.replace`` costs several times more, per call."""
         return ModelRequest(
             self.dialect, self.body, self.headers, self.rollout_id, self.call_id,

@@ -34,7 +34,7 @@ from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
 from rolltap.gateway.token_count import ESTIMATE_HEADER, count_tokens
 from rolltap.http.body import read_body
-from rolltap.http.json_body import parse_json_object
+from rolltap.http.json_body import EncodedMembers, parse_json_object
 
 __all__ = ["ESTIMATE_HEADER", "PREFIX", "add_harness_routes", "answer_call"]
 
@@ -43,9 +43,10 @@ PREFIX = "/r/{rollout_id}/v1"
 
 async def _read(
     request: web.Request, arrival: Arrival, context: GatewayContext
-) -> tuple[dict[str, Any], Found | None, bytes]:
+) -> tuple[dict[str, Any], Found | None, bytes, EncodedMembers | None]:
     """The parsed body, what the rollout's conversations know of it (None: not looked
-    up yet) and its bytes; ``arrival`` learns each as it comes.
+    up yet), its bytes and, relayed, its members written as it was checked (None: not
+    checked whole); ``arrival`` learns each as it comes.
 
     The body is parsed once. A translated call is validated in its dialect past the
     longest conversation the rollout sent before (that prefix was, when it was sent). A
@@ -67,11 +68,12 @@ async def _read(
         conversation = conversation_of(dialect.name, body)
         found = rollout.conversations.find(conversation, dialect=dialect.name, held=True)
     start = 0 if found is None else found.validated(dialect.name)
+    encoded = None
     if relayed:
-        check_relayed(dialect.name, body, start)
+        encoded = check_relayed(dialect.name, body, start)
     else:
         dialect.validate_body(body, start)
-    return body, found, raw
+    return body, found, raw, encoded
 
 
 async def answer_call(
@@ -83,7 +85,7 @@ async def answer_call(
     arrival = Arrival(rollout, dialect)
     try:
         request.app[SERVER].check(request, rollout)
-        body, found, raw = await _read(request, arrival, context)
+        body, found, raw, encoded = await _read(request, arrival, context)
         kept = None if context.settings.discard_intercepts else raw
         context.stats.requests += 1
         conversation = None if found is None else found.identity
@@ -96,10 +98,10 @@ async def answer_call(
     call = ModelCall(
         request, rollout, intercept, dialect, body, context.stats,
         keepalive_s=context.settings.keepalive_s, lookup=lookup, found=found,
-        arrived=arrival.started, raw=raw, deferred=context.deferred,
+        arrived=arrival.started, raw=raw, encoded=encoded, deferred=context.deferred,
     )  # fmt: skip
     call.keep_body = context.tracer is not None  # it records the prompt at the call's end
-    del found, raw  # the call drops them once used (each is body-sized)
+    del found, raw, encoded  # the call drops them once used (each is body-sized)
     try:
         return await call.run()
     except RolltapError as err:

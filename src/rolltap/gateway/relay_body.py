@@ -24,7 +24,7 @@ from typing import Any
 
 from rolltap.errors import InvalidRequestError
 from rolltap.gateway.conversation import CONVERSATION_KEYS
-from rolltap.http.json_body import check_depth
+from rolltap.http.json_body import EncodedMembers, check_depth
 
 __all__ = ["check_relayed", "is_relay"]
 
@@ -35,10 +35,12 @@ def is_relay(harness: str, upstream: str) -> bool:
     return harness == upstream
 
 
-def check_relayed(dialect: str, body: dict[str, Any], start: int) -> None:
+def check_relayed(dialect: str, body: dict[str, Any], start: int) -> EncodedMembers | None:
     """Refuse (400 ``invalid_request``) a relayed ``dialect`` body the gateway could not
     handle; its first ``start`` conversation items were checked before (a prefix the
-    rollout already sent) and are not walked again."""
+    rollout already sent) and are not walked again. A body checked whole comes back
+    written member by member (:class:`~rolltap.http.json_body.EncodedMembers`), for the
+    relay to encode its rewrites from."""
     key = CONVERSATION_KEYS[dialect]
     conversation = body.get(key)
     if key in body and not isinstance(conversation, list):
@@ -54,5 +56,6 @@ def check_relayed(dialect: str, body: dict[str, Any], start: int) -> None:
         if options and not isinstance(options, dict):
             raise InvalidRequestError("must be an object", field="stream_options")
     if start > 0 and isinstance(conversation, list):
-        body = {**body, key: conversation[start:]}
-    check_depth(body)
+        check_depth({**body, key: conversation[start:]})
+        return None
+    return EncodedMembers.check(body)
