@@ -7,10 +7,12 @@ import doctest
 import random
 from typing import Any
 
+import orjson
 import pytest
 
 import rolltap.gateway.kept_params
 from rolltap.gateway.kept_params import MIN_BYTES, KeptParams
+from rolltap.http.json_body import EncodedMembers
 
 TOOLS = [{"name": "Bash", "description": "runs a command " * 100}]
 SYSTEM = "You are a coding agent. " * 60
@@ -65,3 +67,24 @@ def test_what_is_rebuilt_is_what_was_sent(seed: int) -> None:
     recorded = [kept.fields(c) for c in calls]
     assert _rebuilt(recorded) == calls
     assert any("params_as_before" in r for r in recorded)
+
+
+def test_a_value_sent_with_its_keys_reordered_is_recorded_again() -> None:
+    # rebuilt, a request is the one sent, key order and all (a tool schema's property
+    # order reaches the model's prompt)
+    kept = KeptParams()
+    tools = [{"name": "Bash", "description": "runs " * 300, "input_schema": {"a": 1, "b": 2}}]
+    reordered = [{"input_schema": {"b": 2, "a": 1}, "description": "runs " * 300, "name": "Bash"}]
+    recorded = [kept.fields({"tools": t}) for t in (tools, reordered, reordered)]
+    assert [r.get("params_as_before", []) for r in recorded] == [[], [], ["tools"]]
+    assert [orjson.dumps(r["tools"]) for r in _rebuilt(recorded)] == [
+        orjson.dumps(t) for t in (tools, reordered, reordered)
+    ]
+
+
+def test_a_relayed_bodys_written_members_give_the_same_records() -> None:
+    body = {"model": "m", "system": SYSTEM, "tools": TOOLS}
+    written, plain = KeptParams(), KeptParams()
+    for _ in range(3):
+        members = EncodedMembers.check(body)
+        assert written.fields(body, members) == plain.fields(body)

@@ -118,7 +118,7 @@ class ModelCall(CallEvents):
     them (:class:`~rolltap.gateway.call_events.CallEvents`)."""
 
     __slots__ = (
-        "canonical", "encoded", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
+        "canonical", "frames", "harness_usage", "keepalive_s", "raw", "relayed",
         "reply_dialect", "request", "response", "upstream",
     )  # fmt: skip
 
@@ -130,12 +130,10 @@ class ModelCall(CallEvents):
         encoded: EncodedMembers | None = None,
     ) -> None:  # fmt: skip
         super().__init__(rollout, intercept, harness, body, stats, deferred=deferred,
-                         lookup=lookup, found=found, arrived=arrived)  # fmt: skip
+                         lookup=lookup, found=found, arrived=arrived, encoded=encoded)  # fmt: skip
         self.request, self.upstream, self.keepalive_s = request, rollout.upstream, keepalive_s
         #: the body's bytes as read, until the upstream has made its request of them
         self.raw = raw if is_relay(harness.name, self.upstream_name) else None
-        #: the body's members as checked, for a relay to encode its rewrites from
-        self.encoded = encoded
         #: the answer in the canonical model when delivery made it, and the dialect of the
         #: reply (to make it later if needed)
         self.canonical: Response | None = None
@@ -159,14 +157,13 @@ class ModelCall(CallEvents):
         if rollout.pin is not None:  # re-pinned first if its replica is down
             self.replica = await rollout.pin.route(rollout)
         raw, self.raw = self.raw, None  # a relay that changes nothing sends it as it is
-        encoded, self.encoded = self.encoded, None
         sent = await self.upstream.rewrite(
             ModelRequest(
                 self.harness, self.body, self.request.headers, rollout.id, self.intercept.id,
-                rollout.sampling, self.stream, raw=raw, encoded=encoded,
+                rollout.sampling, self.stream, raw=raw, encoded=self.encoded,
             )
         )  # fmt: skip
-        del raw, encoded
+        del raw
         if rollout.gate is not None:  # paused (or too far ahead): held here, in order
             held = time.perf_counter()
             await rollout.gate.wait_open(begins=rollout.first_epoch is None)

@@ -26,6 +26,7 @@ from rolltap.gateway.policy import reported_version
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Delivery, Lookup
 from rolltap.gateway.rollout import Intercept, Rollout
 from rolltap.gateway.stats import GatewayStats
+from rolltap.http.json_body import EncodedMembers
 
 __all__ = ["CallEvents", "DeferredRequests"]
 
@@ -74,7 +75,8 @@ class CallEvents:
     """The events of one intercepted model call, and the state they are made from."""
 
     __slots__ = (
-        "answered", "arrived", "body", "deferred", "delivery", "found", "harness", "intercept",
+        "answered", "arrived", "body", "deferred", "delivery", "encoded", "found", "harness",
+        "intercept",
         "keep_body", "lookup", "pending", "prefix", "ready", "replica", "requested", "rollout",
         "sent_version", "stats", "stream", "t_done", "t_first", "t_headers", "t_sent",
         "upstream_name", "waited", "waited_inside",
@@ -84,6 +86,7 @@ class CallEvents:
         self, rollout: Rollout, intercept: Intercept, harness: Dialect, body: dict[str, Any],
         stats: GatewayStats, *, deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY,
         found: Found | None = None, arrived: float | None = None,
+        encoded: EncodedMembers | None = None,
     ) -> None:  # fmt: skip
         self.rollout, self.intercept, self.harness = rollout, intercept, harness
         self.body, self.stats = body, stats
@@ -98,6 +101,9 @@ class CallEvents:
         self.lookup, self.delivery = lookup, Delivery(intercept.id)
         #: what the rollout's conversations knew of the body when it was validated
         self.found = found
+        #: the body's members as checked (a relay's rewrites and the request event's
+        #: large fields are written from them), until the request event is recorded
+        self.encoded = encoded
         #: leading messages of the body the rollout sent before (the index's match)
         self.prefix = 0
         #: the ``model_response`` payload once recorded
@@ -186,7 +192,9 @@ class CallEvents:
                 "stream": self.stream,
                 **match.fields(),
                 "messages": found.messages[match.length :],
-                **self.rollout.kept_params.fields({k: v for k, v in self.body.items() if k != key}),
+                **self.rollout.kept_params.fields(
+                    {k: v for k, v in self.body.items() if k != key}, self.encoded
+                ),
                 "rewrites": [] if sent is None else sent.rewrites,
                 **({} if self.replica is None else {"replica": self.replica}),
                 **self._retry_fields(),
@@ -194,6 +202,7 @@ class CallEvents:
                 **({"sent": False} if refused else {}),
             },
         )
+        self.encoded = None  # the body's size: not kept through the call
         if sent is not None:
             self.stats.record_rewrites(sent.rewrites)
 

@@ -35,7 +35,9 @@ _ORJSON_WRITES_BELOW = 255
 #: deeper than MAX_JSON_DEPTH: the check runs in C (a body's history is thousands of
 #: nodes, too many to walk in Python on every call)
 _WRAP = _ORJSON_WRITES_BELOW - 1 - MAX_JSON_DEPTH
-#: each thread's wrapper: (its innermost array, the outermost)
+#: from this size a member's JSON is copied out of orjson's buffer
+_COPY_FROM = 16 * 1024
+#: each thread's wrappers by depth: (its innermost array, the outermost)
 _WRAPPERS = threading.local()
 
 
@@ -115,7 +117,8 @@ class EncodedMembers:
 
     __slots__ = ("_members",)
 
-    def __init__(self, members: dict[str, tuple[object, memoryview]]) -> None:
+    def __init__(self, members: dict[str, tuple[object, bytes | memoryview, int]]) -> None:
+        #: key -> (the value checked, the member's JSON, where its value's JSON starts)
         self._members = members
 
     @classmethod
@@ -123,13 +126,16 @@ class EncodedMembers:
         """``body``'s members written; 400 ``invalid_request`` when it nests deeper than
         :data:`MAX_JSON_DEPTH` (a member written as a one-member object nests as deep as
         the body does through it)."""
-        members: dict[str, tuple[object, memoryview]] = {}
+        members: dict[str, tuple[object, bytes | memoryview, int]] = {}
         arrays = _WRAP
         try:
             for key, value in body.items():
-                whole = memoryview(_wrapped({key: value}, arrays))
-                # ``[[…{"key":value}…]]``: the member is the object's inside
-                members[key] = (value, whole[arrays + 1 : -arrays - 1])
+                whole = _wrapped({key: value}, arrays)
+                # ``[[…{"key":value}…]]``: the member is the object's inside; a large one
+                # copied to its size (orjson's buffer reserves ~10 × a string's length)
+                inside = memoryview(whole)[arrays + 1 : -arrays - 1]
+                member = inside.tobytes() if len(inside) >= _COPY_FROM else inside
+                members[key] = (value, member, len(orjson.dumps(key)) + 1)
         except orjson.JSONEncodeError as exc:
             if "Recursion limit" in str(exc):
                 raise InvalidRequestError(
@@ -150,6 +156,14 @@ class EncodedMembers:
             else:
                 parts.append(orjson.dumps({key: value})[1:-1])
         return b"{" + b",".join(parts) + b"}"
+
+    def json_of(self, key: str, value: object) -> memoryview | None:
+        """``orjson.dumps(value)`` when ``value`` is the one checked as ``key``'s (None
+        when it is not, or no such member was checked)."""
+        kept = self._members.get(key)
+        if kept is None or kept[0] is not value:
+            return None
+        return memoryview(kept[1])[kept[2] :]
 
 
 def upstream_json_object(raw: bytes) -> dict[str, Any]:
