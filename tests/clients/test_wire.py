@@ -248,6 +248,23 @@ async def test_the_limit_queues_calls_first_come_first_served() -> None:
     assert arrived == [b"1", b"3", b"4"] and up.connections == 1
 
 
+async def test_a_waiter_woken_then_cancelled_passes_its_turn_on() -> None:
+    async with upstream(answer_each) as up:
+        pool = WirePool(Origin(f"http://127.0.0.1:{up.port}"), limit=1, connect_s=5)
+        held = await exchange(pool)
+        assert await pool.acquire(None) is held
+        a = asyncio.create_task(pool.acquire(None))
+        b = asyncio.create_task(pool.acquire(None))
+        await asyncio.sleep(0)  # one turn of the loop: both queue
+        held.finish()
+        pool.release(held)  # wakes a ...
+        a.cancel()  # ... which is gone before it runs
+        conn = await asyncio.wait_for(b, 5)  # a bound for a failure, not a timing
+        assert a.cancelled() and pool.size == 1
+        pool.release(conn)
+        await pool.aclose()
+
+
 async def test_a_half_read_answer_closes_its_connection() -> None:
     async def big(up: Upstream, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         if up.connections == 1:

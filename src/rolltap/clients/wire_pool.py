@@ -170,9 +170,11 @@ class WirePool:
             self._waiters.appendleft(waiter)
         else:
             self._waiters.append(waiter)
+        woken = False
         try:
             async with asyncio.timeout_at(deadline):
                 await waiter
+            woken = True
         except TimeoutError as exc:
             raise UpstreamTimeoutError(
                 f"upstream timed out waiting for one of its {self.limit} connections"
@@ -180,7 +182,7 @@ class WirePool:
         finally:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
-            elif waiter.done() and not waiter.cancelled():
+            elif not woken and waiter.done() and not waiter.cancelled():
                 self._wake_one()  # woken but gone (cancelled, timed out): pass it on
 
     def _wake_one(self) -> None:
