@@ -36,6 +36,18 @@ async def hang_on_marked(task: Task, ctx: HarnessContext) -> HarnessResult:
     return await chat_harness(task, ctx)
 
 
+async def slow_to_stop(task: Task, ctx: HarnessContext) -> HarnessResult:
+    """:func:`hang_on_marked`, whose hanging tasks, once cancelled, clean up for a long
+    while (until cancelled again): a command stopping on a signal is still stopping."""
+    if task.info.get("hang") and os.environ.get(HANG_ENV):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(3600)  # the clean-up; a second cancellation ends it
+            raise
+    return await chat_harness(task, ctx)
+
+
 def turns_reward(task: Task, answer: str, events: Sequence[Event]) -> float:
     """1.0 when the rollout made as many model calls as the task has user messages."""
     calls = sum(1 for e in events if e.kind == "model_response")

@@ -111,3 +111,35 @@ async def test_sigint_then_resume_finishes_exactly_the_rest(sim: Simulator, tmp_
     keys = sorted((s.task["task_id"], s.task["sample"]) for s in sessions)
     assert keys == sorted((str(i), k) for i in range(1, 9) for k in range(2))
     assert {s.status for s in sessions} == {"completed"}
+
+
+async def test_a_second_sigint_still_names_the_resume_and_it_finishes(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    # an impatient user presses Ctrl-C twice: the second cancels the command outright
+    # (no summary), yet its last words say how to finish the run, and that works
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [{"prompt": f"p{i}", "info": {"hang": i >= 2, "regex": "."}} for i in range(4)]
+    tasks.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    url = f"sqlite:///{tmp_path}/runs.db"
+    args = [str(tasks), "--harness", "rollout_harnesses:slow_to_stop", "--endpoint",
+            sim.base_url, "--model", "m", "-c", "2", "--reward", "regex",
+            "--store", url]  # fmt: skip
+    env = cli_env(ROLLTAP_TEST_HANG="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env["PYTHONPATH"]])
+    first = await _eval(args, env)
+    assert first.stderr is not None
+    await _read_until(first.stderr, "done 2/4")  # the hanging two now hold both slots
+    first.send_signal(signal.SIGINT)
+    await _read_until(first.stderr, "stopping:")  # still stopping: the harness cleans up
+    first.send_signal(signal.SIGINT)
+    _, rest = await first.communicate()
+    err = rest.decode()
+    assert first.returncode == 130, err
+    assert "stopped" in err  # cancelled outright: no summary
+    run_id = err.split("--resume ")[1].split()[0]
+    env.pop("ROLLTAP_TEST_HANG")
+    second = await _eval(["--resume", run_id, "--store", url, "--json"], env)
+    out, err2 = await second.communicate()
+    assert second.returncode == 0, err2.decode()
+    assert orjson.loads(out)["statuses"] == {"completed": 4}

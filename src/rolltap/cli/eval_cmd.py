@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,9 @@ class _Stopper:
 
     def __init__(self) -> None:
         self.runner: Stoppable | None = None
+        #: the run's id once planned: a second signal, which cancels the command, names
+        #: it too (its state is kept as the command unwinds)
+        self.run_id: str | None = None
 
     def attach(self, runner: Stoppable) -> None:
         self.runner = runner
@@ -63,8 +67,13 @@ async def _eval(config: RunConfig, again: Again, as_json: bool, stopper: _Stoppe
     """``rolltap.evaluate`` on the backend ``--workers``/``--ray`` (or the config) name;
     or a resume, or a retry, of a stored run."""
     with ProgressReporter(err_console) as progress:
+
+        def plan(run_id: str, total: int) -> None:
+            stopper.run_id = run_id
+            progress.plan(run_id, total)
+
         hooks = Hooks(on_result=progress.result, on_runner=stopper.attach,
-                      on_plan=progress.plan, on_stage=progress.stage,
+                      on_plan=plan, on_stage=progress.stage,
                       on_store=progress.store)  # fmt: skip
         if again.run_id is not None:
             result = await run_again(config, again, hooks)
@@ -117,13 +126,18 @@ def _report(result: RunResult, config: RunConfig, as_json: bool) -> None:
             soft_wrap=True, markup=False, highlight=False,
         )  # fmt: skip
     if result.interrupted:
-        store = f" --store {config.store}" if config.store else ""
-        # a retry's interrupted attempts are failed ones: the next retry runs them again
-        how = "--retry-failed" if result.retried is not None else "--resume"
-        err_console.print(
-            f"interrupted: finish it with  rolltap eval {how} {result.run_id}{store}",
-            soft_wrap=True, markup=False, highlight=False,
-        )  # fmt: skip
+        _finish_hint(result.run_id, config, retried=result.retried is not None)
+
+
+def _finish_hint(run_id: str, config: RunConfig, *, retried: bool) -> None:
+    """How to finish an interrupted run (a retry's interrupted attempts are failed ones:
+    the next retry runs them again)."""
+    store = f" --store {config.store}" if config.store else ""
+    how = "--retry-failed" if retried else "--resume"
+    err_console.print(
+        f"interrupted: finish it with  rolltap eval {how} {run_id}{store}",
+        soft_wrap=True, markup=False, highlight=False,
+    )  # fmt: skip
 
 
 def _endpoint(values: list[str] | None) -> str | list[str] | None:
@@ -304,7 +318,12 @@ def eval_command(
         again.check()
         base = load_run_config(config) if config else RunConfig()
         merged = _merged(base, flags, limits, sampling)
-        return _exit_code(await _eval(merged, again, as_json, stopper), interrupts, again)
+        try:
+            return _exit_code(await _eval(merged, again, as_json, stopper), interrupts, again)
+        except asyncio.CancelledError:  # a second signal: no summary, but the way back
+            if stopper.run_id is not None:
+                _finish_hint(stopper.run_id, merged, retried=again.retry is not None)
+            raise
 
     tune_gc_for_gateway()  # the run's gateway lives in this process
     run_async(main(), interrupts)
