@@ -135,21 +135,15 @@ class WireConnection(asyncio.Protocol):
                 return b""
             if not await self._until(self._wait(), deadline, "the answer's body", soft):
                 return None
-        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
-        self._buffered = 0
-        if self._paused and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+        data = self._take()
+        self._resume()
         return data
 
     async def read_all(self, silence_s: float | None, deadline: float | None) -> bytes:
         """The whole body; the upstream may be silent ``silence_s`` at most between two
         pieces of it."""
         self._whole = True
-        if self._paused and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+        self._resume()
         while not self._complete:
             if self._error is not None:
                 raise self._error
@@ -157,10 +151,20 @@ class WireConnection(asyncio.Protocol):
             await self._until(self._wait(), when, "the answer's body")
         if self._error is not None:
             raise self._error
-        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
+        return self._take()
+
+    def _take(self) -> bytes:
+        """The body bytes arrived, taken."""
+        chunks = self._chunks
+        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
         self._buffered = 0
         return data
+
+    def _resume(self) -> None:
+        if self._paused and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
 
     def finish(self) -> None:
         """The exchange is over (read through or given up): the connection is idle."""
