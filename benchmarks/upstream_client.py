@@ -25,9 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
-import orjson
 import uvloop
-from _history_load import history
+from _history_load import Target, body, history
 from _procs import simulator
 from multidict import CIMultiDict
 
@@ -35,11 +34,8 @@ from rolltap.clients.relay import RelayClient
 from rolltap.config import EndpointConfig
 
 Caller = Callable[[bytes, bool], Awaitable[int]]
-
-
-def _body(messages: int, stream: bool) -> bytes:
-    req = {"model": "m", "messages": history(messages), "max_tokens": 16, "stream": stream}
-    return orjson.dumps(req)
+#: what each body names as its sender (_history_load's bodies carry one)
+_CLIENT = Target("client", "", "k")
 
 
 def _aiohttp_caller(session: aiohttp.ClientSession, url: str) -> Caller:
@@ -106,7 +102,7 @@ async def _measure(base: str, args: argparse.Namespace) -> Results:
         for _ in range(args.repeat):
             for n in args.messages:
                 for stream in (False, True):
-                    data = _body(n, stream)
+                    data = body(history(n), _CLIENT, stream=stream)
                     for c in args.concurrency:
                         for name, call in callers.items():  # alternated
                             cpu = await _cpu_per_call(call, data, stream, args.calls, c)

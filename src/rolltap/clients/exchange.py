@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from rolltap.clients.sent_body import SentOnce
-from rolltap.clients.wire import WireConnection
+from rolltap.clients.wire import WireConnection, within
 from rolltap.clients.wire_pool import WirePool
 from rolltap.config import Timeouts
 from rolltap.errors import UpstreamError, UpstreamProtocolError
@@ -52,18 +52,16 @@ class UpstreamResponse:
     async def read_chunk(self, silence_s: float | None = None) -> bytes | None:
         """The next body bytes as they arrive, ``b""`` at the end, or ``None`` when the
         upstream has been silent for ``silence_s`` (nothing is lost: call again)."""
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         soft = None if silence_s is None else now + silence_s
-        return await self._conn.read_any(self._hard(now), soft)
+        return await self._conn.read_any(within(self._deadline, self._read_s, loop, now), soft)
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         """Yield body bytes as they arrive (no re-chunking, no buffering)."""
-        while chunk := await self._conn.read_any(self._hard()):
+        loop = asyncio.get_running_loop()
+        while chunk := await self._conn.read_any(within(self._deadline, self._read_s, loop)):
             yield chunk
-
-    def _hard(self, now: float | None = None) -> float:
-        when = (asyncio.get_running_loop().time() if now is None else now) + self._read_s
-        return when if self._deadline is None or self._deadline > when else self._deadline
 
 
 class Exchange:
@@ -90,10 +88,7 @@ class Exchange:
             data = body.take() if isinstance(body, SentOnce) else body
             conn.begin(self._head + b"Content-Length: %d\r\n\r\n" % len(data), data)
             del body, data  # the connection has the bytes: a waiting call holds none
-            read_by = loop.time() + t.read
-            status, headers = await conn.head(
-                read_by if deadline is None or deadline > read_by else deadline
-            )
+            status, headers = await conn.head(within(deadline, t.read, loop))
             if status in _REDIRECTS:
                 raise _redirected(status, headers.get("Location"))
         except BaseException:  # re-raised: the connection is let go first

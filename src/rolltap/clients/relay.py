@@ -123,7 +123,6 @@ class RelayClient:
             fixed.popall(name, None)
         #: the endpoint's header lines, every request's
         self._fixed_lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
-        self._fixed_count = len(fixed)
         self._fixed_items = tuple(fixed.items())
         self._replaced = (
             DROPPED_REQUEST_HEADERS
@@ -150,7 +149,7 @@ class RelayClient:
         lines.extend(f"{name}: {rollout_id}\r\n" for name in _ROLLOUT_NAMES)
         text = "".join(lines)
         count = text.count("\n")
-        if count != self._fixed_count + len(lines) - 1 or text.count("\r") != count:
+        if count != len(self._fixed_items) + len(lines) - 1 or text.count("\r") != count:
             sent = (*harness_headers.items(), *self._fixed_items, ("rollout id", rollout_id))
             bad = [k for k, v in sent if "\r" in k + v or "\n" in k + v]
             raise UpstreamProtocolError(f"the header {bad[0]!r} to send holds a line break")

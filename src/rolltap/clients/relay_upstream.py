@@ -107,11 +107,9 @@ class RelayUpstream:
         rewrites = apply_rewrites(self.name, body, self.model, call.sampling) + dropped
         kept = call.without_raw()  # the bytes go as ``data``, once
         if self.turns is None:
-            if body is not call.body:
-                data = dumps_kept(body)
-            elif not rewrites and call.raw is not None:
+            if body is call.body and not rewrites and call.raw is not None:
                 data = call.raw  # nothing changed
-            elif call.encoded is not None:
+            elif body is call.body and call.encoded is not None:
                 data = call.encoded.encode(body)  # sized to fit: a join
             else:
                 data = dumps_kept(body)

@@ -32,7 +32,7 @@ from multidict import CIMultiDict
 
 from rolltap.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeoutError
 
-__all__ = ["HIGH_WATER", "MAX_HEAD_BYTES", "WireConnection"]
+__all__ = ["HIGH_WATER", "MAX_HEAD_BYTES", "WireConnection", "within"]
 
 #: body bytes buffered before reading from the socket pauses (a piecewise reader only)
 HIGH_WATER = 256 * 1024
@@ -52,7 +52,6 @@ class WireConnection(asyncio.Protocol):
         self._usable = True  # False once it is being closed, before it is gone
         self.idle_since = loop.time()
         self._busy = False  # an exchange is under way
-        self._status = 0
         self._raw_headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0
         self._interim = False  # a 1xx answer before the real one: skipped
@@ -111,7 +110,7 @@ class WireConnection(asyncio.Protocol):
         assert self._transport is not None, "connected"
         assert not self._busy, "one exchange at a time"
         self._busy, self._complete, self._until_close, self.keep_alive = True, False, False, False
-        self._status, self._raw_headers, self._head_bytes = 0, [], 0
+        self._raw_headers, self._head_bytes = [], 0
         self._chunks.clear()
         self._buffered, self._whole, self._error = 0, False, None
         self._head = self._loop.create_future()
@@ -147,7 +146,7 @@ class WireConnection(asyncio.Protocol):
         while not self._complete:
             if self._error is not None:
                 raise self._error
-            when = _earlier(deadline, silence_s, self._loop)
+            when = deadline if silence_s is None else within(deadline, silence_s, self._loop)
             await self._until(self._wait(), when, "the answer's body")
         if self._error is not None:
             raise self._error
@@ -303,7 +302,6 @@ class WireConnection(asyncio.Protocol):
             for n, v in self._raw_headers
         )
         self._raw_headers = []
-        self._status = status
         self._until_close = (
             status not in (204, 304)
             and "Content-Length" not in headers
@@ -340,10 +338,10 @@ def _done(future: asyncio.Future[Any] | None) -> bool:
     return future is not None and future.done() and not future.cancelled()
 
 
-def _earlier(
-    deadline: float | None, silence_s: float | None, loop: asyncio.AbstractEventLoop
-) -> float | None:
-    if silence_s is None:
-        return deadline
-    when = loop.time() + silence_s
-    return when if deadline is None else min(deadline, when)
+def within(
+    deadline: float | None, seconds: float, loop: asyncio.AbstractEventLoop,
+    now: float | None = None,
+) -> float:  # fmt: skip
+    """``seconds`` from ``now`` (the loop's time by default), or ``deadline`` if sooner."""
+    when = (loop.time() if now is None else now) + seconds
+    return when if deadline is None or deadline > when else deadline

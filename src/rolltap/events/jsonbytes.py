@@ -17,13 +17,13 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps_kept"]
+__all__ = ["COPY_FROM", "dumps_kept"]
 
 #: from this size the copy is worth its cost (a few microseconds for 64 KB)
-_COPY_FROM = 16 * 1024
+COPY_FROM = 16 * 1024
 
 
 def dumps_kept(value: Any, option: int | None = None) -> bytes:
     """``orjson.dumps(value, option=option)``, sized to its content when it is large."""
     data = orjson.dumps(value, option=option)
-    return memoryview(data).tobytes() if len(data) >= _COPY_FROM else data
+    return memoryview(data).tobytes() if len(data) >= COPY_FROM else data

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from rolltap.errors import InvalidRequestError, MalformedJSONError, UpstreamProtocolError
+from rolltap.events.jsonbytes import COPY_FROM
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -35,19 +36,16 @@ _ORJSON_WRITES_BELOW = 255
 #: deeper than MAX_JSON_DEPTH: the check runs in C (a body's history is thousands of
 #: nodes, too many to walk in Python on every call)
 _WRAP = _ORJSON_WRITES_BELOW - 1 - MAX_JSON_DEPTH
-#: from this size a member's JSON is copied out of orjson's buffer
-_COPY_FROM = 16 * 1024
 #: each thread's wrappers by depth: (its innermost array, the outermost)
 _WRAPPERS = threading.local()
 
 
-def _too_deep(value: object) -> bool:
-    try:
-        _wrapped(value, _WRAP)
-    except orjson.JSONEncodeError as exc:
-        # its other refusals (a key that is not a string, say) are not about depth
-        return "Recursion limit" in str(exc)
-    return False
+def _too_deep(exc: orjson.JSONEncodeError) -> InvalidRequestError | None:
+    """The refusal of a body whose wrapped write failed with ``exc``, if it failed for
+    its depth (orjson's other refusals, a key that is not a string, say, are not)."""
+    if "Recursion limit" not in str(exc):
+        return None
+    return InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
 
 
 def _wrapped(value: object, arrays: int) -> bytes:
@@ -95,8 +93,12 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 
 def check_depth(body: dict[str, Any]) -> None:
     """400 ``invalid_request`` when ``body`` nests deeper than :data:`MAX_JSON_DEPTH`."""
-    if _too_deep(body):
-        raise InvalidRequestError(f"nested deeper than {MAX_JSON_DEPTH} levels", field="body")
+    try:
+        _wrapped(body, _WRAP)
+    except orjson.JSONEncodeError as exc:
+        error = _too_deep(exc)
+        if error is not None:
+            raise error from exc
 
 
 class EncodedMembers:
@@ -117,8 +119,8 @@ class EncodedMembers:
 
     __slots__ = ("_members",)
 
-    def __init__(self, members: dict[str, tuple[object, bytes | memoryview, int]]) -> None:
-        #: key -> (the value checked, the member's JSON, where its value's JSON starts)
+    def __init__(self, members: dict[str, tuple[object, bytes | memoryview]]) -> None:
+        #: key -> (the value checked, the member's JSON: ``"key":value``)
         self._members = members
 
     @classmethod
@@ -126,7 +128,7 @@ class EncodedMembers:
         """``body``'s members written; 400 ``invalid_request`` when it nests deeper than
         :data:`MAX_JSON_DEPTH` (a member written as a one-member object nests as deep as
         the body does through it)."""
-        members: dict[str, tuple[object, bytes | memoryview, int]] = {}
+        members: dict[str, tuple[object, bytes | memoryview]] = {}
         arrays = _WRAP
         try:
             for key, value in body.items():
@@ -134,14 +136,11 @@ class EncodedMembers:
                 # ``[[…{"key":value}…]]``: the member is the object's inside; a large one
                 # copied to its size (orjson's buffer reserves ~10 × a string's length)
                 inside = memoryview(whole)[arrays + 1 : -arrays - 1]
-                member = inside.tobytes() if len(inside) >= _COPY_FROM else inside
-                members[key] = (value, member, len(orjson.dumps(key)) + 1)
+                member = inside.tobytes() if len(inside) >= COPY_FROM else inside
+                members[key] = (value, member)
         except orjson.JSONEncodeError as exc:
-            if "Recursion limit" in str(exc):
-                raise InvalidRequestError(
-                    f"nested deeper than {MAX_JSON_DEPTH} levels", field="body"
-                ) from exc
-            raise InvalidRequestError(f"body cannot be written as JSON: {exc}") from exc
+            error = _too_deep(exc)
+            raise error or InvalidRequestError(f"body cannot be written as JSON: {exc}") from exc
         return cls(members)
 
     def encode(self, body: dict[str, Any]) -> bytes:
@@ -163,7 +162,7 @@ class EncodedMembers:
         kept = self._members.get(key)
         if kept is None or kept[0] is not value:
             return None
-        return memoryview(kept[1])[kept[2] :]
+        return memoryview(kept[1])[len(orjson.dumps(key)) + 1 :]  # past ``"key":``
 
 
 def upstream_json_object(raw: bytes) -> dict[str, Any]:
