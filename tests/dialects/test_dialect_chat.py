@@ -66,6 +66,9 @@ def test_accumulator_folds_parallel_tool_calls_and_logprobs() -> None:
     assert body["usage"]["completion_tokens"] == 4 and acc.chunks == 4
 
 
+SORTED = orjson.OPT_SORT_KEYS
+
+
 def test_conversation_index_matches_as_a_walk_of_every_prefix_would() -> None:
     """Longest earlier conversation first, across branches, duplicates and sizes whose
     bytes end alike; the digest of a prefix is the same whichever way it was reached."""
@@ -106,9 +109,30 @@ _MESSAGES = st.sampled_from(
 )
 
 
-@given(st.lists(st.lists(_MESSAGES, max_size=6), max_size=12))
-def test_conversation_index_agrees_with_walking_every_prefix(convos: list[list[Any]]) -> None:
+@given(st.lists(st.tuples(st.lists(_MESSAGES, max_size=6), st.booleans()), max_size=12))
+def test_conversation_index_agrees_with_walking_every_prefix(
+    convos: list[tuple[list[Any], bool]],
+) -> None:
+    """Each conversation looked up by its messages, or (``as_sent``) first by the bytes
+    it was sent as: keys reordered, the same conversation sent both ways, branches."""
     index, seen = ConversationIndex(), dict[bytes, int]()
-    for convo in convos:
-        match = index.match(convo)
+    for convo, as_sent in convos:
+        found = index.find(convo, sent=orjson.dumps(convo) if as_sent else None)
+        match = index.remember(found, "")
         assert (match.length, match.digest) == _reference_match(seen, convo)
+        if convo:
+            assert found.digest == hashlib.sha256(orjson.dumps(convo, option=SORTED)).digest()
+
+
+def test_a_conversation_is_looked_up_by_the_bytes_it_was_sent_as_first() -> None:
+    """A relay's bytes are trusted to be the messages' own (they were written from
+    them): a prefix found by them needs no sorted dump of it. Given bytes that are not
+    the messages' (never done), what they name wins — which shows they are read."""
+    index = ConversationIndex()
+    u = [{"role": "user", "content": str(i)} for i in range(4)]
+    index.remember(index.find(u[:2], sent=orjson.dumps(u[:2])), "")
+    other = [{"role": "user", "content": "x"}, u[1], u[2]]
+    assert index.find(other).match.length == 0
+    assert index.find(other, sent=orjson.dumps(u[:3])).match.length == 2
+    reordered = [{"content": m["content"], "role": m["role"]} for m in u[:3]]
+    assert index.find(reordered, sent=orjson.dumps(reordered)).match.length == 2

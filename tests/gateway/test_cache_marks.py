@@ -17,6 +17,7 @@ from rolltap.events.cache_marks import marks_of, unmarked, with_marks
 from rolltap.gateway.conversation import ConversationIndex, conversation_digest
 
 EPHEMERAL = {"type": "ephemeral"}
+SORTED = orjson.OPT_SORT_KEYS
 
 
 def _text(text: str, marked: bool = False) -> dict[str, Any]:
@@ -140,11 +141,13 @@ def _reference(remembered: list[list[Any]], canonical: list[Any]) -> int:
     return max(fits, default=0)
 
 
+@pytest.mark.parametrize("as_sent", [False, True], ids=["objects", "bytes-as-sent"])
 @pytest.mark.parametrize("seed", range(20))
-def test_the_prefix_found_is_the_longest_without_markers(seed: int) -> None:
+def test_the_prefix_found_is_the_longest_without_markers(seed: int, as_sent: bool) -> None:
     """Random walks of a conversation — turns added, branches back, markers moved, kept,
     added mid-history — against a reference that compares messages without markers. The
-    index may miss only a whole-conversation match hidden by the last message's marker."""
+    index may miss only a whole-conversation match hidden by the last message's marker.
+    ``as_sent``: each lookup is given the bytes the messages were sent as (a relay's)."""
     rng = random.Random(seed)
     index, remembered = ConversationIndex(), list[list[Any]]()
     plain: list[Any] = _turns(2, marked=None)
@@ -158,8 +161,9 @@ def test_the_prefix_found_is_the_longest_without_markers(seed: int) -> None:
         for i in rng.sample(range(len(sent)), k=min(len(sent), rng.randrange(0, 3))):
             sent[i]["content"][-1]["cache_control"] = {"type": "ephemeral", "n": rng.randrange(2)}
         want = _reference(remembered, plain)
-        found = index.find(sent, dialect="messages")
+        found = index.find(sent, dialect="messages", sent=orjson.dumps(sent) if as_sent else None)
         got = found.match.length
+        assert found.digest == hashlib.sha256(orjson.dumps(plain, option=SORTED)).digest()
         if got != want:
             assert want == len(sent) and marks_of(sent)[-1][0] == len(sent) - 1, (got, want)
         assert found.canonical == plain

@@ -43,12 +43,12 @@ class _Deferred(Protocol):
 class DeferredRequests:
     """The request events of one gateway's calls written just after their requests left.
 
-    A deferred event is written two turns of the loop later: aiohttp writes a request's
-    body in a task of its own that starts at the next turn (before Python 3.12), so by
-    the second the bytes are on the socket and the work (the conversation index, the
-    event, freeing the parsed history) is done while the upstream works. Until then the
-    call holds its parsed body: a burst of arrivals all parsed in one turn would each
-    keep theirs, so at most ``limit`` wait, and past them an event is written at once.
+    A deferred event is written two turns of the loop later: by then a request sent on
+    an idle pooled connection is on the socket (:mod:`rolltap.clients.wire` writes it as
+    the exchange begins), and the work (the conversation index, the event, freeing the
+    parsed history) is done while the upstream works. Until then the call holds its
+    parsed body: a burst of arrivals all parsed in one turn would each keep theirs, so
+    at most ``limit`` wait, and past them an event is written at once.
     """
 
     __slots__ = ("limit", "waiting")
@@ -174,14 +174,19 @@ class CallEvents:
         before its request was made)."""
         self.requested = True
         conversations, found = self.rollout.conversations, self.found
+        key = CONVERSATION_KEYS[self.harness.name]
         if found is None:
             conversation = conversation_of(self.harness.name, self.body)
-            found = conversations.find(conversation, dialect=self.harness.name)
+            # the bytes the harness sent them as, where they were checked whole
+            value, encoded = self.body.get(key), self.encoded
+            written = None
+            if encoded is not None and isinstance(value, list):
+                written = encoded.json_of(key, value)
+            found = conversations.find(conversation, dialect=self.harness.name, sent=written)
         match = conversations.remember(found, self.harness.name)
         self.prefix = match.length
         self.lookup = self.lookup.with_conversation(found.identity)
-        self.found = None  # its dump is the history's size: not kept through the call
-        key = CONVERSATION_KEYS[self.harness.name]
+        self.found = None
         self.rollout.log.append(
             EventKind.MODEL_REQUEST,
             {

@@ -6,31 +6,34 @@ keeps only the messages past the longest earlier conversation it extends, plus t
 prefix's digest and length. :func:`conversation_of` finds the conversation in a request
 body of any dialect.
 
-Matching costs O(body) in C and O(new messages) in Python: the conversation is
-serialized once (``orjson``, sorted keys, so key order does not matter) and an earlier
-conversation of ``L`` bytes is a prefix exactly when the first ``L - 1`` bytes agree and
-the next one ends an array element. Candidates are tried longest first, filtered by
-that byte and their last bytes before a prefix is hashed. The digest an event names is a
-rolling SHA-256 over each message: it resumes from the prefix's state, so only the new
-messages are serialized one by one. The harness validates only the messages past a
-prefix that was validated in its dialect (:meth:`Found.validated`). In the ``messages``
-dialect messages are compared without the prompt-caching markers on their content blocks,
-which an agent moves every turn (:mod:`rolltap.events.cache_marks`).
+A conversation is known by its messages written with sorted keys (``orjson``), so key
+order does not matter, and prefixes are found by their bytes
+(:mod:`~rolltap.gateway.conversation_dumps`). A relayed call already has the bytes its
+harness wrote (the members of :class:`~rolltap.http.json_body.EncodedMembers`): a harness
+resends its history byte for byte, so the index first looks those up as sent, and then
+only the new messages are written sorted — the sorted key of the whole follows from the
+prefix's kept hash state. A conversation sent with other bytes (keys reordered, a marker
+moved) is looked up by its sorted dump, as one without bytes is. Matching costs O(body)
+in C (a hash; a sorted dump only on a miss) and O(new messages) in Python. The digest an
+event names is a rolling SHA-256 over each message: it resumes from the prefix's state,
+so only the new messages are written one by one. The harness validates only the
+messages past a prefix that was validated in its dialect (:meth:`Found.validated`). In
+the ``messages`` dialect messages are compared without the prompt-caching markers on
+their content blocks, which an agent moves every turn (:mod:`rolltap.events.cache_marks`).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from rolltap.events.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
-from rolltap.events.jsonbytes import dumps_kept
 from rolltap.events.prefix_digest import link
+from rolltap.gateway.conversation_dumps import DumpIndex, DumpKey, Hash
 
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
@@ -45,19 +48,11 @@ CONVERSATION_KEYS: Mapping[str, str] = {
 }
 
 _SORTED = orjson.OPT_SORT_KEYS
-_TAIL = 16  # bytes before a prefix's end compared before it is hashed
-_ENDS = frozenset(b",]")
-#: rolling-digest states kept (the conversations last remembered or extended): a branch
-#: from another rebuilds its state from the start
+#: hash states kept (the conversations last remembered or extended): a branch from
+#: another rebuilds its rolling digest from the start, and is looked up sorted
 _STATES = 8
 _EMPTY = hashlib.sha256(b"").digest()
 _NONE = object()  # no marker there
-
-
-class _Hash(Protocol):
-    def update(self, data: bytes | memoryview, /) -> None: ...
-    def digest(self) -> bytes: ...
-    def copy(self) -> _Hash: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +78,12 @@ class _Known:
     length: int  # messages
     chain: bytes  # the rolling digest after them
     dialect: str  # the dialect it was validated in
-    state: _Hash | None  # the rolling digest's state, while among the newest
     marks: tuple[Mark, ...]  # its prompt-caching markers as sent
+    key: DumpKey  # its sorted dump's
+    #: while among the newest: the rolling digest's state, and the sorted dump's open
+    #: state (:meth:`DumpKey.extended`)
+    state: Hash | None
+    open: Hash | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +94,18 @@ class Found:
     #: the messages as compared: without their prompt-caching markers (``marks``)
     canonical: list[Any]
     marks: list[Mark]
-    #: ``canonical`` serialized with sorted keys (None: empty, or not serializable)
-    dump: bytes | None
     known: _Known | None
     generation: int
-    #: SHA-256 of the dump (of b"" without one): the key of the conversation's entry
-    digest: bytes
+    #: ``canonical``'s sorted dump's key and open state (None: empty, or not writable)
+    key: DumpKey | None = None
+    open: Hash | None = None
+    #: the bytes as sent's key, where they were given and carry no markers
+    sent: DumpKey | None = None
+
+    @property
+    def digest(self) -> bytes:
+        """SHA-256 of the sorted dump (of b"" without one): the conversation's key."""
+        return _EMPTY if self.key is None else self.key.digest
 
     @property
     def identity(self) -> bytes:
@@ -134,86 +139,90 @@ class Found:
 
 @dataclass(slots=True)
 class ConversationIndex:
-    #: byte size of a known conversation's dump -> the last bytes before its end
-    _tails: dict[int, set[bytes]] = field(default_factory=dict)
-    _sizes: list[int] = field(default_factory=list)  # sorted keys of _tails
-    #: SHA-256 of a known conversation's dump -> what is known of it
-    _known: dict[bytes, _Known] = field(default_factory=dict)
-    #: the conversations whose digest state is kept, least recently used first
+    #: known conversations by their sorted dumps, and by the bytes they were sent as
+    _sorted: DumpIndex[_Known] = field(default_factory=DumpIndex)
+    _sent: DumpIndex[_Known] = field(default_factory=DumpIndex)
+    #: the conversations whose hash states are kept, least recently used first
     _recent: dict[int, _Known] = field(default_factory=dict)
     _generation: int = 0
 
-    def find(self, messages: list[Any], *, dialect: str = "", held: bool = False) -> Found:
+    def find(
+        self, messages: list[Any], *, dialect: str = "", sent: bytes | memoryview | None = None
+    ) -> Found:
         """The longest known conversation that ``messages`` (in ``dialect``) extends
-        (nothing remembered). ``held``: the result is kept across awaits (until the
-        call's request event is written), so its dump is sized to fit
-        (:func:`~rolltap.events.jsonbytes.dumps_kept`); one used at once is not copied.
+        (nothing remembered). ``sent``: the messages' JSON as the harness wrote it
+        (``orjson.dumps(messages)``), looked up first.
 
         In a marked dialect the messages are looked up as sent first: a prefix found so
         has no markers (a conversation is known without them), so only the messages past
         it are searched for markers, and looked up again without them only where one sits
         before the last message (it may hide a longer prefix)."""
-        dumps = dumps_kept if held else orjson.dumps
+        if not messages:
+            return Found(messages, messages, [], None, self._generation)
+        if sent is not None:
+            found = self._as_sent(messages, dialect, sent)
+            if found is not None:
+                return found
         try:
-            dump = dumps(messages, option=_SORTED) if messages else None
-        except orjson.JSONEncodeError:
-            dump = None  # nested too deep: validation answers it
-        if dump is None:
-            return Found(messages, messages, [], None, None, self._generation, _EMPTY)
-        hit = self._longest(dump)
+            dump = orjson.dumps(messages, option=_SORTED)
+        except orjson.JSONEncodeError:  # nested too deep: validation answers it
+            return Found(messages, messages, [], None, self._generation)
+        hit = self._sorted.longest(dump)
         # a prefix found as sent, of a conversation known without markers, has none
         start = hit[0].length if hit is not None and hit[0].dialect in MARKED_DIALECTS else 0
         marks = marks_of(messages, start) if dialect in MARKED_DIALECTS else []
-        if hit is not None and (not marks or (start and marks[0][0] == len(messages) - 1)):
-            known, size, head = hit
-            canonical = messages
-            if marks:  # the new messages' markers taken off their bytes
-                canonical = unmarked(messages, marks)
-                tail = orjson.dumps(canonical[known.length :], option=_SORTED)
-                dump = dump[: size - 1] + b"," + tail[1:]
-            head.update(memoryview(dump)[size - 1 :])  # only the bytes past the prefix
-            return Found(messages, canonical, marks, dump, known, self._generation, head.digest())
         canonical = messages
-        if marks:  # looked up again without them
+        if hit is None or not (not marks or (start and marks[0][0] == len(messages) - 1)):
+            if marks:  # looked up again without them
+                canonical = unmarked(messages, marks)
+                dump = orjson.dumps(canonical, option=_SORTED)
+                hit = self._sorted.longest(dump)
+        elif marks:  # the new messages' markers taken off their bytes
             canonical = unmarked(messages, marks)
-            dump = dumps(canonical, option=_SORTED)
-            hit = self._longest(dump)
-            if hit is not None:
-                known, size, head = hit
-                head.update(memoryview(dump)[size - 1 :])
-                digest = head.digest()
-                return Found(messages, canonical, marks, dump, known, self._generation, digest)
-        digest = hashlib.sha256(dump).digest()
-        return Found(messages, canonical, marks, dump, None, self._generation, digest)
+            tail = orjson.dumps(canonical[hit[0].length :], option=_SORTED)
+            dump = dump[: hit[1] - 1] + b"," + tail[1:]
+        known, (key, open_) = None, DumpKey.of(dump)
+        if hit is not None:
+            known, size, head = hit
+            key, open_ = DumpKey.of(dump, head, size - 1)  # only the bytes past the prefix
+        as_sent = None if sent is None or marks else DumpKey.of(sent)[0]
+        return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
-    def _longest(self, dump: bytes) -> tuple[_Known, int, _Hash] | None:
-        """The longest known conversation whose dump ``dump`` extends: it, its dump's
-        size, and the SHA-256 state of ``dump`` up to the byte past it."""
-        view, sizes = memoryview(dump), self._sizes
-        for i in range(bisect.bisect_right(sizes, len(dump)) - 1, -1, -1):
-            size = sizes[i]
-            if dump[size - 1] not in _ENDS:
-                continue
-            if dump[max(1, size - 1 - _TAIL) : size - 1] not in self._tails[size]:
-                continue
-            head: _Hash = hashlib.sha256(view[: size - 1])
-            h = head.copy()
-            h.update(b"]")
-            known = self._known.get(h.digest())
-            if known is not None:
-                return known, size, head
-        return None
+    def _as_sent(self, messages: list[Any], dialect: str, sent: bytes | memoryview) -> Found | None:
+        """``messages`` found by the bytes they were sent as, extending a conversation
+        sent before in the same dialect; None where the sorted lookup must decide."""
+        hit = self._sent.longest(sent)
+        if hit is None:
+            return None
+        known, size, head = hit
+        if known.open is None or known.dialect != dialect:
+            return None
+        marks = marks_of(messages, known.length) if dialect in MARKED_DIALECTS else []
+        if marks and marks[0][0] != len(messages) - 1:
+            return None  # one may hide a longer prefix
+        canonical = unmarked(messages, marks) if marks else messages
+        key, open_ = known.key, known.open
+        if len(messages) > known.length:
+            try:
+                more = orjson.dumps(canonical[known.length :], option=_SORTED)
+            except orjson.JSONEncodeError:
+                return None
+            key, open_ = known.key.extended(known.open, more)
+            # one known only sorted (sent with other bytes, or markers) may reach further
+            known = self._sorted.longest_past(known.key, known.open, more) or known
+        as_sent = None if marks else DumpKey.of(sent, head, size - 1)[0]
+        return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
         if found.generation != self._generation:
             # another call remembered one meanwhile
             found = self.find(found.messages, dialect=dialect)
-        messages, dump, known = found.canonical, found.dump, found.known
-        if dump is None or (known is not None and known.length == len(messages)):
+        messages, key, known = found.canonical, found.key, found.known
+        if key is None or (known is not None and known.length == len(messages)):
             return found.match
         start = 0
-        state: _Hash = hashlib.sha256()
+        state: Hash = hashlib.sha256()
         if known is not None and known.state is not None:
             state, start = known.state.copy(), known.length
         for i in range(start, len(messages)):
@@ -223,7 +232,12 @@ class ConversationIndex:
         if known is not None:
             self._keep(known)
         marks = tuple(found.marks)
-        self._add(dump, found.digest, _Known(len(messages), state.digest(), dialect, state, marks))
+        new = _Known(len(messages), state.digest(), dialect, marks, key, state, found.open)
+        self._sorted.add(key, new)
+        if found.sent is not None:
+            self._sent.add(found.sent, new)
+        self._keep(new)
+        self._generation += 1
         return found.match
 
     def match(
@@ -234,27 +248,17 @@ class ConversationIndex:
         found = self.find(messages, dialect=dialect)
         return self.remember(found, dialect) if remember else found.match
 
-    def _add(self, dump: bytes, digest: bytes, known: _Known) -> None:
-        size = len(dump)
-        tails = self._tails.get(size)
-        if tails is None:
-            tails = self._tails[size] = set()
-            bisect.insort(self._sizes, size)
-        tails.add(dump[max(1, size - 1 - _TAIL) : size - 1])
-        self._known[digest] = known
-        self._keep(known)
-        self._generation += 1
-
     def _keep(self, known: _Known) -> None:
-        """Keep ``known``'s digest state as the most recently used; drop the oldest's."""
+        """Keep ``known``'s hash states as the most recently used; drop the oldest's."""
         recent = self._recent
         recent.pop(id(known), None)
         recent[id(known)] = known
         if len(recent) > _STATES:
-            recent.pop(next(iter(recent))).state = None
+            oldest = recent.pop(next(iter(recent)))
+            oldest.state = oldest.open = None
 
     def __len__(self) -> int:
-        return len(self._known)
+        return len(self._sorted)
 
 
 def conversation_digest(messages: list[Any], dialect: str = "") -> bytes:

@@ -66,7 +66,7 @@ async def _read(
     found = None
     if not relayed or digested(rollout.replays, request.headers):
         conversation = conversation_of(dialect.name, body)
-        found = rollout.conversations.find(conversation, dialect=dialect.name, held=True)
+        found = rollout.conversations.find(conversation, dialect=dialect.name)
     start = 0 if found is None else found.validated(dialect.name)
     encoded = None
     if relayed:

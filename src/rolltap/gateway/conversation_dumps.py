@@ -1,0 +1,132 @@
+"""Known conversations by the bytes of one way of writing them (:mod:`.conversation`).
+
+A conversation written as a JSON array of ``L`` bytes is a prefix of a longer one's
+exactly when their first ``L - 1`` bytes agree and the longer one's next byte ends an
+array element (``,`` or ``]``). :meth:`DumpIndex.longest` tries the known sizes longest
+first, filtered by that byte and the bytes before it, and hashes only a candidate that
+passes. A known dump is kept as its :class:`DumpKey` (size, last bytes, SHA-256), never
+as its bytes: a rollout's index costs a few dozen bytes per conversation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+__all__ = ["TAIL", "DumpIndex", "DumpKey", "Hash"]
+
+#: bytes before a dump's closing bracket compared before it is hashed
+TAIL = 16
+_ENDS = frozenset(b",]")
+
+T = TypeVar("T")
+
+
+class Hash(Protocol):
+    """A ``hashlib`` SHA-256 object."""
+
+    def update(self, data: bytes | memoryview, /) -> None: ...
+    def digest(self) -> bytes: ...
+    def copy(self) -> Hash: ...
+
+
+def _closed(state: Hash) -> bytes:
+    done = state.copy()
+    done.update(b"]")
+    return done.digest()
+
+
+@dataclass(frozen=True, slots=True)
+class DumpKey:
+    """What a dump (a non-empty JSON array) is known by: its size in bytes, the up to
+    :data:`TAIL` bytes before its closing bracket, and its SHA-256."""
+
+    size: int
+    tail: bytes
+    digest: bytes
+
+    @classmethod
+    def of(
+        cls, dump: bytes | memoryview, head: Hash | None = None, start: int = 0
+    ) -> tuple[DumpKey, Hash]:
+        """``dump``'s key, and the SHA-256 state of all of it but its closing bracket
+        (what :meth:`extended` resumes from). ``head``: a state already over
+        ``dump[:start]``, taken over."""
+        view = memoryview(dump)
+        size = len(view)
+        state = hashlib.sha256() if head is None else head
+        state.update(view[start : size - 1])
+        tail = view[max(1, size - 1 - TAIL) : size - 1].tobytes()
+        return cls(size, tail, _closed(state)), state
+
+    def extended(self, state: Hash, more: bytes) -> tuple[DumpKey, Hash]:
+        """The key of this dump with the elements of ``more`` (a non-empty array's dump)
+        appended, and its open state (as :meth:`of`); ``state``, this dump's open state,
+        is left as it was."""
+        state = state.copy()
+        state.update(b",")
+        state.update(memoryview(more)[1:-1])
+        tail = (self.tail + b"," + more[max(1, len(more) - 1 - TAIL) : -1])[-TAIL:]
+        return DumpKey(self.size + len(more) - 1, tail, _closed(state)), state
+
+
+@dataclass(slots=True)
+class DumpIndex(Generic[T]):
+    """Known dumps by their keys, each naming what it is known as (a ``T``)."""
+
+    #: a known dump's size -> the last bytes before its end (:attr:`DumpKey.tail`)
+    _tails: dict[int, set[bytes]] = field(default_factory=dict)
+    _sizes: list[int] = field(default_factory=list)  # sorted keys of _tails
+    _known: dict[bytes, T] = field(default_factory=dict)  # by the dump's SHA-256
+
+    def longest(self, dump: bytes | memoryview) -> tuple[T, int, Hash] | None:
+        """The longest known dump that ``dump`` extends (or is): what it is known as,
+        its size, and the SHA-256 state of ``dump`` up to the byte past it."""
+        view, sizes = memoryview(dump), self._sizes
+        for i in range(bisect.bisect_right(sizes, len(view)) - 1, -1, -1):
+            size = sizes[i]
+            if view[size - 1] not in _ENDS:
+                continue
+            if view[max(1, size - 1 - TAIL) : size - 1].tobytes() not in self._tails[size]:
+                continue
+            head: Hash = hashlib.sha256(view[: size - 1])
+            known = self._known.get(_closed(head))
+            if known is not None:
+                return known, size, head
+        return None
+
+    def longest_past(self, key: DumpKey, state: Hash, more: bytes) -> T | None:
+        """The longest known dump longer than ``key``'s that the dump of ``key``'s array
+        with ``more``'s elements appended extends (or is), without that dump's bytes:
+        those past ``key``'s last :data:`TAIL` are ``more``'s, and the hash of the
+        rest resumes from ``state`` (``key``'s open state, left as it was)."""
+        suffix = memoryview(key.tail + b"," + more[1:])
+        offset = key.size - 1 - len(key.tail)  # suffix[i] is the whole dump's [offset + i]
+        sizes = self._sizes
+        lowest = bisect.bisect_right(sizes, key.size)
+        for i in range(bisect.bisect_right(sizes, key.size + len(more) - 1) - 1, lowest - 1, -1):
+            size = sizes[i]
+            end = size - 1 - offset
+            if suffix[end] not in _ENDS:
+                continue
+            if suffix[max(1, size - 1 - TAIL) - offset : end].tobytes() not in self._tails[size]:
+                continue
+            head = state.copy()
+            head.update(suffix[len(key.tail) : end])
+            known = self._known.get(_closed(head))
+            if known is not None:
+                return known
+        return None
+
+    def add(self, key: DumpKey, known: T) -> None:
+        tails = self._tails.get(key.size)
+        if tails is None:
+            tails = self._tails[key.size] = set()
+            bisect.insort(self._sizes, key.size)
+        tails.add(key.tail)
+        self._known[key.digest] = known
+
+    def __len__(self) -> int:
+        return len(self._known)
