@@ -195,7 +195,7 @@ class ConversationIndex:
         if hit is None:
             return None
         known, size, head = hit
-        if known.open is None or known.dialect != dialect:
+        if known.dialect != dialect:
             return None
         marks = marks_of(messages, known.length) if dialect in MARKED_DIALECTS else []
         if marks and marks[0][0] != len(messages) - 1:
@@ -203,6 +203,8 @@ class ConversationIndex:
         canonical = unmarked(messages, marks) if marks else messages
         key, open_ = known.key, known.open
         if len(messages) > known.length:
+            if known.open is None:
+                return None  # its state let go: written sorted again
             try:
                 more = orjson.dumps(canonical[known.length :], option=_SORTED)
             except orjson.JSONEncodeError:
