@@ -42,7 +42,8 @@ from gateway_overhead import register
 _Edit = tuple[str, str, str]
 _INDEX: _Edit = (
     "gateway/call_events.py",
-    "            found = conversations.find(conversation, dialect=self.harness.name, sent=written)\n"
+    "            found = conversations.find(conversation, dialect=self.harness.name, "
+    "sent=written)\n"
     "        match = conversations.remember(found, self.harness.name)\n",
     "            found = conversations.find([])  # knocked out: no dump, no hash\n"
     "        match = found.match\n",

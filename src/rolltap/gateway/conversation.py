@@ -181,10 +181,8 @@ class ConversationIndex:
             canonical = unmarked(messages, marks)
             tail = orjson.dumps(canonical[hit[0].length :], option=_SORTED)
             dump = dump[: hit[1] - 1] + b"," + tail[1:]
-        known, (key, open_) = None, DumpKey.of(dump)
-        if hit is not None:
-            known, size, head = hit
-            key, open_ = DumpKey.of(dump, head, size - 1)  # only the bytes past the prefix
+        known, size, head = (None, 1, None) if hit is None else hit
+        key, open_ = DumpKey.of(dump, head, size - 1)  # past a prefix, only its bytes hashed
         as_sent = None if sent is None or marks else DumpKey.of(sent)[0]
         return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
