@@ -175,3 +175,26 @@ def test_the_prefix_found_is_the_longest_without_markers(seed: int, as_sent: boo
         assert found.match.digest == (chain.hexdigest() if got else None)
         index.remember(found, "messages")
         remembered.append(plain)
+
+
+def test_a_moved_marker_still_finds_the_prefix_by_the_bytes_sent() -> None:
+    """Claude Code's turn: the marker on the last message dropped, a new last one marked.
+    The conversation was remembered by the bytes it will be resent as (its marked
+    message written without the marker), so the next turn is found by its bytes; other
+    messages under those bytes show that the bytes are what is read."""
+    index = ConversationIndex()
+    first = _turns(4, marked=3)
+    index.remember(index.find(first, dialect="messages", sent=orjson.dumps(first)), "messages")
+    turn = _turns(6, marked=5)
+    found = index.find(turn, dialect="messages", sent=orjson.dumps(turn))
+    assert (found.match.length, found.canonical) == (4, _turns(6, marked=None))
+    other = _turns(6, marked=5)
+    other[0]["content"][0]["text"] = "never sent"
+    assert index.find(other, dialect="messages").match.length == 0
+    assert index.find(other, dialect="messages", sent=orjson.dumps(turn)).match.length == 4
+    spaced = ConversationIndex()  # JSON not written as orjson writes it: found sorted
+    sent = orjson.dumps(first).replace(b",", b", ")
+    assert orjson.loads(sent) == first
+    spaced.remember(spaced.find(first, dialect="messages", sent=sent), "messages")
+    again = orjson.dumps(turn).replace(b",", b", ")
+    assert spaced.find(turn, dialect="messages", sent=again).match.length == 4

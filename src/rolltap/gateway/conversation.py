@@ -12,9 +12,11 @@ order does not matter, and prefixes are found by their bytes
 harness wrote (the members of :class:`~rolltap.http.json_body.EncodedMembers`): a harness
 resends its history byte for byte, so the index first looks those up as sent, and then
 only the new messages are written sorted — the sorted key of the whole follows from the
-prefix's kept hash state. A conversation sent with other bytes (keys reordered, a marker
-moved) is looked up by its sorted dump, as one without bytes is. Matching costs O(body)
-in C (a hash; a sorted dump only on a miss) and O(new messages) in Python. The digest an
+prefix's kept hash state. A conversation with prompt-caching markers is remembered by the
+bytes it will be resent as, its marked messages without them (an agent drops a marker
+when it marks a newer message). One sent with other bytes (keys reordered) is looked up
+by its sorted dump, as one without bytes is. Matching costs O(body) in C (a hash; a
+sorted dump only on a miss) and O(new messages) in Python. The digest an
 event names is a rolling SHA-256 over each message: it resumes from the prefix's state,
 so only the new messages are written one by one. The harness validates only the
 messages past a prefix that was validated in its dialect (:meth:`Found.validated`). In
@@ -183,7 +185,7 @@ class ConversationIndex:
             dump = dump[: hit[1] - 1] + b"," + tail[1:]
         known, size, head = (None, 1, None) if hit is None else hit
         key, open_ = DumpKey.of(dump, head, size - 1)  # past a prefix, only its bytes hashed
-        as_sent = None if sent is None or marks else DumpKey.of(sent)[0]
+        as_sent = None if sent is None else _resent_key(sent, messages, canonical, marks)
         return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
     def _as_sent(self, messages: list[Any], dialect: str, sent: bytes | memoryview) -> Found | None:
@@ -196,8 +198,6 @@ class ConversationIndex:
         if known.dialect != dialect:
             return None
         marks = marks_of(messages, known.length) if dialect in MARKED_DIALECTS else []
-        if marks and marks[0][0] != len(messages) - 1:
-            return None  # one may hide a longer prefix
         canonical = unmarked(messages, marks) if marks else messages
         key, open_ = known.key, known.open
         if len(messages) > known.length:
@@ -208,9 +208,10 @@ class ConversationIndex:
             except orjson.JSONEncodeError:
                 return None
             key, open_ = known.key.extended(known.open, more)
-            # one known only sorted (sent with other bytes, or markers) may reach further
+            # one known only sorted (sent with other bytes, or hidden by a marker) may
+            # reach further
             known = self._sorted.longest_past(known.key, known.open, more) or known
-        as_sent = None if marks else DumpKey.of(sent, head, size - 1)[0]
+        as_sent = _resent_key(sent, messages, canonical, marks, head, size - 1)
         return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
@@ -259,6 +260,29 @@ class ConversationIndex:
 
     def __len__(self) -> int:
         return len(self._sorted)
+
+
+def _resent_key(
+    sent: bytes | memoryview, messages: list[Any], canonical: list[Any], marks: list[Mark],
+    head: Hash | None = None, start: int = 0,
+) -> DumpKey | None:  # fmt: skip
+    """The key of the bytes ``messages``, sent as ``sent``, are sent as again next turn:
+    ``sent`` itself, or, where prompt-caching markers sit (which an agent moves), ``sent``
+    with the marked messages written without them (an agent that drops a marker resends
+    the rest byte for byte). None where the marked messages do not end ``sent`` as orjson
+    writes them. ``head``: a state over ``sent[:start]``, taken over."""
+    if not marks:
+        return DumpKey.of(sent, head, start)[0]
+    first = marks[0][0]
+    try:
+        marked, plain = orjson.dumps(messages[first:]), orjson.dumps(canonical[first:])
+    except orjson.JSONEncodeError:
+        return None
+    view = memoryview(sent)
+    cut = len(view) - len(marked) + 1  # where the first marked message begins
+    if cut <= start or view[cut - 1] not in b",[" or view[cut:] != marked[1:]:
+        return None
+    return DumpKey.of(view[:cut].tobytes() + plain[1:], head, start)[0]
 
 
 def conversation_digest(messages: list[Any], dialect: str = "") -> bytes:
