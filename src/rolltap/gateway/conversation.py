@@ -101,7 +101,8 @@ class Found:
     #: ``canonical``'s sorted dump's key and open state (None: empty, or not writable)
     key: DumpKey | None = None
     open: Hash | None = None
-    #: the bytes as sent's key, where they were given and carry no markers
+    #: the key of the bytes the messages will be sent as again (:func:`_resent_key`),
+    #: where their bytes were given
     sent: DumpKey | None = None
 
     @property
@@ -152,13 +153,14 @@ class ConversationIndex:
         self, messages: list[Any], *, dialect: str = "", sent: bytes | memoryview | None = None
     ) -> Found:
         """The longest known conversation that ``messages`` (in ``dialect``) extends
-        (nothing remembered). ``sent``: the messages' JSON as the harness wrote it
-        (``orjson.dumps(messages)``), looked up first.
+        (nothing remembered). ``sent``: the JSON text the harness wrote ``messages`` as
+        (a relayed call's member), looked up first.
 
-        In a marked dialect the messages are looked up as sent first: a prefix found so
-        has no markers (a conversation is known without them), so only the messages past
-        it are searched for markers, and looked up again without them only where one sits
-        before the last message (it may hide a longer prefix)."""
+        Looked up by their sorted dump, in a marked dialect the messages are first taken
+        with their markers: a prefix found so has none (a conversation is known without
+        them), so only the messages past it are searched for markers, and looked up
+        again without them only where one sits before the last message (it may hide a
+        longer prefix)."""
         if not messages:
             return Found(messages, messages, [], None, self._generation)
         if sent is not None:
@@ -170,16 +172,16 @@ class ConversationIndex:
         except orjson.JSONEncodeError:  # nested too deep: validation answers it
             return Found(messages, messages, [], None, self._generation)
         hit = self._sorted.longest(dump)
-        # a prefix found as sent, of a conversation known without markers, has none
+        # a prefix found with the markers, of a conversation known without them, has none
         start = hit[0].length if hit is not None and hit[0].dialect in MARKED_DIALECTS else 0
         marks = marks_of(messages, start) if dialect in MARKED_DIALECTS else []
         canonical = messages
-        if hit is None or not (not marks or (start and marks[0][0] == len(messages) - 1)):
-            if marks:  # looked up again without them
-                canonical = unmarked(messages, marks)
-                dump = orjson.dumps(canonical, option=_SORTED)
-                hit = self._sorted.longest(dump)
-        elif marks:  # the new messages' markers taken off their bytes
+        if marks and (hit is None or not start or marks[0][0] != len(messages) - 1):
+            # looked up again without them
+            canonical = unmarked(messages, marks)
+            dump = orjson.dumps(canonical, option=_SORTED)
+            hit = self._sorted.longest(dump)
+        elif marks and hit is not None:  # the new messages' markers taken off their bytes
             canonical = unmarked(messages, marks)
             tail = orjson.dumps(canonical[hit[0].length :], option=_SORTED)
             dump = dump[: hit[1] - 1] + b"," + tail[1:]
