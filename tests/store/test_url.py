@@ -44,3 +44,15 @@ def test_store_url_comes_from_flag_then_env_then_default() -> None:
     assert resolve_store_url("mysql://h/x", {"ROLLTAP_STORE": "sqlite:///e.db"}) == "mysql://h/x"
     assert resolve_store_url(None, {"ROLLTAP_STORE": "sqlite:///e.db"}) == "sqlite:///e.db"
     assert resolve_store_url(None, {}) == "sqlite:///rolltap.db"
+
+
+def test_a_path_given_as_a_store_names_the_sqlite_url_it_means() -> None:
+    with pytest.raises(ConfigError) as err:
+        to_sqlalchemy_url("/tmp/runs.db")
+    assert "'/tmp/runs.db' (a SQLite file is sqlite:////tmp/runs.db;" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        to_sqlalchemy_url("runs.db")
+    assert "sqlite:///runs.db;" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # it may hold a password: not shown
+        to_sqlalchemy_url("postgres:/u:hunter2@h/db")
+    assert "hunter2" not in str(err.value) and "postgresql://USER@HOST/DB" in str(err.value)

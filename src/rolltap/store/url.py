@@ -66,7 +66,7 @@ def to_sqlalchemy_url(url: str | URL) -> URL:
     try:
         parsed = url if isinstance(url, URL) else make_url(url)
     except ArgumentError as exc:
-        raise ConfigError(f"not a store URL: {mask_url(url)}") from exc
+        raise ConfigError(_not_a_url(str(url))) from exc
     if "+" not in parsed.drivername:
         if parsed.drivername not in _ASYNC_DRIVERS:
             raise ConfigError(f"unsupported store scheme {parsed.drivername!r}")
@@ -82,6 +82,18 @@ def to_sqlalchemy_url(url: str | URL) -> URL:
     if backend_of(parsed) == "mysql" and "charset" not in parsed.query:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
     return parsed
+
+
+def _not_a_url(url: str) -> str:
+    """What to say of a ``--store`` value that is no URL. One with neither ``:`` nor
+    ``@`` holds no credential, and is most likely a file meant as a SQLite store: it is
+    named, with the URL that says so; anything else is not shown (it may hold a
+    password)."""
+    forms = "sqlite:///FILE.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB"
+    if ":" not in url and "@" not in url:
+        sqlite = f"sqlite:///{Path(url).expanduser()}"
+        return f"not a store URL: {url!r} (a SQLite file is {sqlite}; stores are {forms})"
+    return f"not a store URL: {mask_url(url)} (stores are {forms})"
 
 
 def backend_of(url: URL) -> str:
