@@ -4,9 +4,10 @@ does them.
     python benchmarks/conversation_index.py [--messages 100,400] [--calls 200]
                                             [--repeat 3] [--baseline-src DIR]
 
-One rollout's agent loop: a history of N messages (gateway_overhead.py's, ~200 bytes a
-message) sent once, then ``--calls`` calls each a turn longer, every call looked up and
-remembered (``ConversationIndex.find`` + ``remember``) in a process of its own running
+One rollout's agent loop: a history of N messages (shaped as gateway_overhead.py's: a
+tool call and a ~170-byte result a turn) sent once, then ``--calls`` calls each a turn
+longer, every call looked up and remembered (``ConversationIndex.find`` + ``remember``)
+in a process of its own running
 that code (this checkout's ``src/``; with ``--baseline-src DIR`` another checkout's, the
 code before a change). Ways: ``relay``, a relayed call, given the bytes its harness sent
 (the members its depth check wrote; where the code takes them); ``translated``, a call

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -84,13 +85,8 @@ class DumpIndex(Generic[T]):
     def longest(self, dump: bytes | memoryview) -> tuple[T, int, Hash] | None:
         """The longest known dump that ``dump`` extends (or is): what it is known as,
         its size, and the SHA-256 state of ``dump`` up to the byte past it."""
-        view, sizes = memoryview(dump), self._sizes
-        for i in range(bisect.bisect_right(sizes, len(view)) - 1, -1, -1):
-            size = sizes[i]
-            if view[size - 1] not in _ENDS:
-                continue
-            if view[max(1, size - 1 - TAIL) : size - 1].tobytes() not in self._tails[size]:
-                continue
+        view = memoryview(dump)
+        for size in self._fitting(view, 0, 0, len(view)):
             head: Hash = hashlib.sha256(view[: size - 1])
             known = self._known.get(_closed(head))
             if known is not None:
@@ -104,21 +100,28 @@ class DumpIndex(Generic[T]):
         rest resumes from ``state`` (``key``'s open state, left as it was)."""
         suffix = memoryview(key.tail + b"," + more[1:])
         offset = key.size - 1 - len(key.tail)  # suffix[i] is the whole dump's [offset + i]
-        sizes = self._sizes
-        lowest = bisect.bisect_right(sizes, key.size)
-        for i in range(bisect.bisect_right(sizes, key.size + len(more) - 1) - 1, lowest - 1, -1):
-            size = sizes[i]
-            end = size - 1 - offset
-            if suffix[end] not in _ENDS:
-                continue
-            if suffix[max(1, size - 1 - TAIL) - offset : end].tobytes() not in self._tails[size]:
-                continue
+        for size in self._fitting(suffix, offset, key.size, key.size + len(more) - 1):
             head = state.copy()
-            head.update(suffix[len(key.tail) : end])
+            head.update(suffix[len(key.tail) : size - 1 - offset])
             known = self._known.get(_closed(head))
             if known is not None:
                 return known
         return None
+
+    def _fitting(self, view: memoryview, offset: int, above: int, upto: int) -> Iterator[int]:
+        """The known sizes in (``above``, ``upto``], longest first, at which the dump
+        ``view`` shows (its byte ``offset + i`` at ``view[i]``) could end a known one:
+        the byte there ends an array element and the bytes before it are a known tail."""
+        sizes = self._sizes
+        for i in range(bisect.bisect_right(sizes, upto) - 1, -1, -1):
+            size = sizes[i]
+            if size <= above:
+                return
+            end = size - 1 - offset
+            if view[end] not in _ENDS:
+                continue
+            if view[max(1, size - 1 - TAIL) - offset : end].tobytes() in self._tails[size]:
+                yield size
 
     def add(self, key: DumpKey, known: T) -> None:
         tails = self._tails.get(key.size)
