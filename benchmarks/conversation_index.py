@@ -7,13 +7,13 @@ does them.
 One rollout's agent loop: a history of N messages (shaped as gateway_overhead.py's: a
 tool call and a ~170-byte result a turn) sent once, then ``--calls`` calls each a turn
 longer, every call looked up and remembered (``ConversationIndex.find`` + ``remember``)
-in a process of its own running
-that code (this checkout's ``src/``; with ``--baseline-src DIR`` another checkout's, the
-code before a change). Ways: ``relay``, a relayed call, given the bytes its harness sent
-(the members its depth check wrote; where the code takes them); ``translated``, a call
-without them; ``moving marker``, a ``messages`` loop whose last block carries
-``cache_control``, moved every turn as Claude Code does (its bytes given too). Prints
-the median µs a call (median and range over the repeats, runs alternated). Not CI.
+in a process of its own running that code (this checkout's ``src/``; with
+``--baseline-src DIR`` another checkout's, the code before a change). Ways: ``relay``, a
+relayed call, given the bytes its harness sent (the members its depth check wrote; where
+the code takes them); ``translated``, a call without them; ``moving marker``, a
+``messages`` loop whose last block carries ``cache_control``, moved every turn as Claude
+Code does (its bytes given too). Prints the median µs a call (median and range over the
+repeats, runs alternated). Not CI.
 """
 
 from __future__ import annotations
