@@ -15,8 +15,9 @@ only the new messages are written sorted — the sorted key of the whole follows
 prefix's kept hash state. A conversation with prompt-caching markers is remembered by the
 bytes it will be resent as, its marked messages without them (an agent drops a marker
 when it marks a newer message). One sent with other bytes (keys reordered) is looked up
-by its sorted dump, as one without bytes is. Matching costs O(body) in C (a hash; a
-sorted dump only on a miss) and O(new messages) in Python. The digest an
+by its sorted dump, as one without bytes is. Matching costs O(body) in C (a hash of
+the bytes sent, XXH3: a few µs for a long history; a sorted dump and its SHA-256 only on
+a miss) and O(new messages) in Python. The digest an
 event names is a rolling SHA-256 over each message: it resumes from the prefix's state,
 so only the new messages are written one by one. The harness validates only the
 messages past a prefix that was validated in its dialect (:meth:`Found.validated`). In
@@ -35,7 +36,7 @@ import orjson
 
 from rolltap.events.cache_marks import MARKED_DIALECTS, Mark, marks_of, unmarked
 from rolltap.events.prefix_digest import link
-from rolltap.gateway.conversation_dumps import DumpIndex, DumpKey, Hash
+from rolltap.gateway.conversation_dumps import FAST, DumpIndex, DumpKey, Hash
 
 __all__ = [
     "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
@@ -142,9 +143,11 @@ class Found:
 
 @dataclass(slots=True)
 class ConversationIndex:
-    #: known conversations by their sorted dumps, and by the bytes they were sent as
+    #: known conversations by their sorted dumps (SHA-256: a key is the conversation's
+    #: identity), and by the bytes they were sent as (a fast hash: a hit's identity is
+    #: its sorted key's, resumed from the prefix's state)
     _sorted: DumpIndex[_Known] = field(default_factory=DumpIndex)
-    _sent: DumpIndex[_Known] = field(default_factory=DumpIndex)
+    _sent: DumpIndex[_Known] = field(default_factory=lambda: DumpIndex(FAST))
     #: the conversations whose hash states are kept, least recently used first
     _recent: dict[int, _Known] = field(default_factory=dict)
     _generation: int = 0
@@ -186,8 +189,8 @@ class ConversationIndex:
             tail = orjson.dumps(canonical[hit[0].length :], option=_SORTED)
             dump = dump[: hit[1] - 1] + b"," + tail[1:]
         known, size, head = (None, 1, None) if hit is None else hit
-        key, open_ = DumpKey.of(dump, head, size - 1)  # past a prefix, only its bytes hashed
-        as_sent = None if sent is None else _resent_key(sent, messages, canonical, marks)
+        key, open_ = self._sorted.key(dump, head, size - 1)  # past a prefix, only its bytes
+        as_sent = None if sent is None else self._resent_key(sent, messages, canonical, marks)
         return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
     def _as_sent(self, messages: list[Any], dialect: str, sent: bytes | memoryview) -> Found | None:
@@ -213,7 +216,7 @@ class ConversationIndex:
             # one known only sorted (sent with other bytes, or hidden by a marker) may
             # reach further
             known = self._sorted.longest_past(known.key, known.open, more) or known
-        as_sent = _resent_key(sent, messages, canonical, marks, head, size - 1)
+        as_sent = self._resent_key(sent, messages, canonical, marks, head, size - 1)
         return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
@@ -263,28 +266,27 @@ class ConversationIndex:
     def __len__(self) -> int:
         return len(self._sorted)
 
-
-def _resent_key(
-    sent: bytes | memoryview, messages: list[Any], canonical: list[Any], marks: list[Mark],
-    head: Hash | None = None, start: int = 0,
-) -> DumpKey | None:  # fmt: skip
-    """The key of the bytes ``messages``, sent as ``sent``, are sent as again next turn:
-    ``sent`` itself, or, where prompt-caching markers sit (which an agent moves), ``sent``
-    with the marked messages written without them (an agent that drops a marker resends
-    the rest byte for byte). None where the marked messages do not end ``sent`` as orjson
-    writes them. ``head``: a state over ``sent[:start]``, taken over."""
-    if not marks:
-        return DumpKey.of(sent, head, start)[0]
-    first = marks[0][0]
-    try:
-        marked, plain = orjson.dumps(messages[first:]), orjson.dumps(canonical[first:])
-    except orjson.JSONEncodeError:
-        return None
-    view = memoryview(sent)
-    cut = len(view) - len(marked) + 1  # where the first marked message begins
-    if cut <= start or view[cut - 1] not in b",[" or view[cut:] != marked[1:]:
-        return None
-    return DumpKey.of(view[:cut].tobytes() + plain[1:], head, start)[0]
+    def _resent_key(
+        self, sent: bytes | memoryview, messages: list[Any], canonical: list[Any],
+        marks: list[Mark], head: Hash | None = None, start: int = 0,
+    ) -> DumpKey | None:  # fmt: skip
+        """The key of the bytes ``messages``, sent as ``sent``, are sent as again next turn:
+        ``sent`` itself, or, where prompt-caching markers sit (which an agent moves), ``sent``
+        with the marked messages written without them (an agent that drops a marker resends
+        the rest byte for byte). None where the marked messages do not end ``sent`` as orjson
+        writes them. ``head``: a state over ``sent[:start]``, taken over."""
+        if not marks:
+            return self._sent.key(sent, head, start)[0]
+        first = marks[0][0]
+        try:
+            marked, plain = orjson.dumps(messages[first:]), orjson.dumps(canonical[first:])
+        except orjson.JSONEncodeError:
+            return None
+        view = memoryview(sent)
+        cut = len(view) - len(marked) + 1  # where the first marked message begins
+        if cut <= start or view[cut - 1] not in b",[" or view[cut:] != marked[1:]:
+            return None
+        return self._sent.key(view[:cut].tobytes() + plain[1:], head, start)[0]
 
 
 def conversation_digest(messages: list[Any], dialect: str = "") -> bytes:
