@@ -39,8 +39,8 @@ from rolltap.events.prefix_digest import link
 from rolltap.gateway.conversation_dumps import FAST, DumpIndex, DumpKey, Hash
 
 __all__ = [
-    "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "conversation_digest",
-    "conversation_of",
+    "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "SentPrefix",
+    "conversation_digest", "conversation_of",
 ]  # fmt: skip
 
 #: where each dialect keeps the conversation in a request body
@@ -76,6 +76,22 @@ class PrefixMatch:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class SentPrefix:
+    """A conversation sent before, found at the start of a body's conversation bytes
+    (:meth:`ConversationIndex.sent_prefix`), with the hash states to go on from."""
+
+    known: _Known
+    #: its bytes' size (the closing bracket's place counted), and the sent index's
+    #: state over all of them but that byte
+    size: int
+    head: Hash
+    #: the rolling digest's state after its messages, and its sorted dump's open state
+    #: (None: let go)
+    chain: Hash | None
+    open: Hash | None
+
+
 @dataclass(slots=True)
 class _Known:
     length: int  # messages
@@ -91,20 +107,32 @@ class _Known:
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """What :meth:`ConversationIndex.find` found for ``messages``."""
+    """What :meth:`ConversationIndex.find` found for ``messages`` (those past ``skipped``:
+    a body read past a known prefix, :meth:`ConversationIndex.found_past`)."""
 
     messages: list[Any]
     #: the messages as compared: without their prompt-caching markers (``marks``)
     canonical: list[Any]
+    #: the markers, numbered in the whole conversation
     marks: list[Mark]
     known: _Known | None
     generation: int
     #: ``canonical``'s sorted dump's key and open state (None: empty, or not writable)
     key: DumpKey | None = None
     open: Hash | None = None
-    #: the key of the bytes the messages will be sent as again (:func:`_resent_key`),
+    #: the key of the bytes the messages will be sent as again (:meth:`_resent_key`),
     #: where their bytes were given
     sent: DumpKey | None = None
+    #: leading messages not in ``messages`` (never parsed), and the rolling digest's
+    #: state after them
+    skipped: int = 0
+    chain: Hash | None = None
+
+    @property
+    def new(self) -> list[Any]:
+        """The messages past the prefix found (those a request event records)."""
+        k = self.known
+        return self.messages if k is None else self.messages[k.length - self.skipped :]
 
     @property
     def digest(self) -> bytes:
@@ -196,55 +224,94 @@ class ConversationIndex:
     def _as_sent(self, messages: list[Any], dialect: str, sent: bytes | memoryview) -> Found | None:
         """``messages`` found by the bytes they were sent as, extending a conversation
         sent before in the same dialect; None where the sorted lookup must decide."""
+        prefix = self.sent_prefix(sent, dialect)
+        if prefix is None:
+            return None
+        return self._past(prefix, messages, 0, sent)
+
+    def sent_prefix(self, sent: bytes | memoryview, dialect: str) -> SentPrefix | None:
+        """The longest conversation sent before in ``dialect`` whose bytes ``sent`` (the
+        bytes of a conversation, or of a body from its conversation's ``[`` on) begin
+        with, up to an element's end; None if there is none."""
         hit = self._sent.longest(sent)
-        if hit is None:
+        if hit is None or hit[0].dialect != dialect:
             return None
         known, size, head = hit
-        if known.dialect != dialect:
+        return SentPrefix(known, size, head, known.state, known.open)
+
+    def found_past(self, prefix: SentPrefix, new: list[Any], sent: memoryview) -> Found | None:
+        """A conversation known only as ``prefix``'s messages (not parsed) and ``new``,
+        sent as ``sent``, found without its prefix's messages; None where it cannot be
+        (the prefix's hash states let go, a message that cannot be written)."""
+        if prefix.chain is None or prefix.open is None:
             return None
-        marks = marks_of(messages, known.length) if dialect in MARKED_DIALECTS else []
+        return self._past(prefix, new, prefix.known.length, sent)
+
+    def _past(
+        self, prefix: SentPrefix, messages: list[Any], skipped: int, sent: bytes | memoryview
+    ) -> Found | None:
+        """``messages`` (those of the conversation past ``skipped``) past ``prefix``."""
+        known, dialect = prefix.known, prefix.known.dialect
+        past = known.length - skipped  # where the prefix ends in ``messages``
+        marks = marks_of(messages, past) if dialect in MARKED_DIALECTS else []
         canonical = unmarked(messages, marks) if marks else messages
-        key, open_ = known.key, known.open
-        if len(messages) > known.length:
-            if known.open is None:
+        if marks and skipped:  # numbered in the whole conversation
+            marks = [(i + skipped, j, v) for i, j, v in marks]
+        key, open_ = known.key, prefix.open
+        if len(messages) > past:
+            if prefix.open is None:
                 return None  # its state let go: written sorted again
             try:
-                more = orjson.dumps(canonical[known.length :], option=_SORTED)
+                more = orjson.dumps(canonical[past:], option=_SORTED)
             except orjson.JSONEncodeError:
                 return None
-            key, open_ = known.key.extended(known.open, more)
+            key, open_ = known.key.extended(prefix.open, more)
             # one known only sorted (sent with other bytes, or hidden by a marker) may
             # reach further
-            known = self._sorted.longest_past(known.key, known.open, more) or known
-        as_sent = self._resent_key(sent, messages, canonical, marks, head, size - 1)
-        return Found(messages, canonical, marks, known, self._generation, key, open_, as_sent)
+            known = self._sorted.longest_past(known.key, prefix.open, more) or known
+        as_sent = self._resent_key(
+            sent, messages, canonical, marks, prefix.head, prefix.size - 1, skipped
+        )
+        return Found(
+            messages, canonical, marks, known, self._generation, key, open_, as_sent,
+            skipped, prefix.chain if skipped else None,
+        )  # fmt: skip
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:
         """Remember ``found``'s conversation (validated in ``dialect``); its prefix match."""
-        if found.generation != self._generation:
-            # another call remembered one meanwhile
+        if found.generation != self._generation and not found.skipped:
+            # another call remembered one meanwhile (a body read past its prefix keeps
+            # the prefix it was read past: still known, if maybe no longer the longest)
             found = self.find(found.messages, dialect=dialect)
-        messages, key, known = found.canonical, found.key, found.known
-        if key is None or (known is not None and known.length == len(messages)):
+        messages, key, known, skipped = found.canonical, found.key, found.known, found.skipped
+        length = skipped + len(messages)
+        if key is None or (known is not None and known.length == length):
             return found.match
-        start = 0
-        state: Hash = hashlib.sha256()
-        if known is not None and known.state is not None:
-            state, start = known.state.copy(), known.length
-        for i in range(start, len(messages)):
-            state.update(link(messages[i]))
+        state, start = self._chain(found)
+        for i in range(start, length):
+            state.update(link(messages[i - skipped]))
             if known is not None and i + 1 == known.length:
                 known.state = state.copy()  # rebuilt: the prefix may be branched from again
         if known is not None:
             self._keep(known)
         marks = tuple(found.marks)
-        new = _Known(len(messages), state.digest(), dialect, marks, key, state, found.open)
+        new = _Known(length, state.digest(), dialect, marks, key, state, found.open)
         self._sorted.add(key, new)
         if found.sent is not None:
             self._sent.add(found.sent, new)
         self._keep(new)
         self._generation += 1
         return found.match
+
+    @staticmethod
+    def _chain(found: Found) -> tuple[Hash, int]:
+        """The rolling digest's state to extend ``found``'s from, and its messages."""
+        known = found.known
+        if known is not None and known.state is not None:
+            return known.state.copy(), known.length
+        if found.chain is not None:
+            return found.chain.copy(), found.skipped
+        return hashlib.sha256(), 0
 
     def match(
         self, messages: list[Any], *, remember: bool = True, dialect: str = ""
@@ -268,16 +335,17 @@ class ConversationIndex:
 
     def _resent_key(
         self, sent: bytes | memoryview, messages: list[Any], canonical: list[Any],
-        marks: list[Mark], head: Hash | None = None, start: int = 0,
+        marks: list[Mark], head: Hash | None = None, start: int = 0, skipped: int = 0,
     ) -> DumpKey | None:  # fmt: skip
         """The key of the bytes ``messages``, sent as ``sent``, are sent as again next turn:
         ``sent`` itself, or, where prompt-caching markers sit (which an agent moves), ``sent``
         with the marked messages written without them (an agent that drops a marker resends
         the rest byte for byte). None where the marked messages do not end ``sent`` as orjson
-        writes them. ``head``: a state over ``sent[:start]``, taken over."""
+        writes them. ``head``: a state over ``sent[:start]``, taken over; ``messages``
+        are those past ``skipped``."""
         if not marks:
             return self._sent.key(sent, head, start)[0]
-        first = marks[0][0]
+        first = marks[0][0] - skipped
         try:
             marked, plain = orjson.dumps(messages[first:]), orjson.dumps(canonical[first:])
         except orjson.JSONEncodeError:
