@@ -196,7 +196,7 @@ class CallEvents:
                 "upstream_dialect": self.upstream_name,
                 "stream": self.stream,
                 **match.fields(),
-                "messages": found.messages[match.length :],
+                "messages": found.past(match.length),
                 **self.rollout.kept_params.fields(
                     {k: v for k, v in self.body.items() if k != key}, self.encoded
                 ),

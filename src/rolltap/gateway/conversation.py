@@ -128,11 +128,9 @@ class Found:
     skipped: int = 0
     chain: Hash | None = None
 
-    @property
-    def new(self) -> list[Any]:
-        """The messages past the prefix found (those a request event records)."""
-        k = self.known
-        return self.messages if k is None else self.messages[k.length - self.skipped :]
+    def past(self, length: int) -> list[Any]:
+        """The messages past the first ``length`` (at least ``skipped``)."""
+        return self.messages[length - self.skipped :]
 
     @property
     def digest(self) -> bytes:

@@ -23,12 +23,18 @@ from aiohttp import web
 
 from rolltap.dialects.canonical import Dialect
 from rolltap.dialects.registry import get_dialect
-from rolltap.errors import HarnessDisconnectedError, NotFoundError, RolltapError
+from rolltap.errors import (
+    HarnessDisconnectedError,
+    InvalidRequestError,
+    NotFoundError,
+    RolltapError,
+)
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.context import GatewayContext
 from rolltap.gateway.conversation import Found, conversation_of
 from rolltap.gateway.refused import Arrival
 from rolltap.gateway.relay_body import check_relayed, is_relay
+from rolltap.gateway.relay_splice import layout_of, read_past, splices
 from rolltap.gateway.replay import digested, look_up
 from rolltap.gateway.rollout import Rollout
 from rolltap.gateway.server import CONTEXT, SERVER
@@ -50,27 +56,42 @@ async def _read(
 
     The body is parsed once. A translated call is validated in its dialect past the
     longest conversation the rollout sent before (that prefix was, when it was sent). A
-    relayed one is checked only for what the gateway reads, the whole body at C speed;
-    its conversation is looked up once the request is on its way (with its request
-    event), unless a retry's digest needs it first (:func:`~rolltap.gateway.replay.
-    digested`). The bytes (MBs for a long multimodal history) must not stay referenced
-    by the handler for the whole call: a relay that changes nothing sends them, else
-    they go once the request is made (unless the gateway keeps them, for benchmarks).
+    relayed one is read past that prefix, found by its bytes, where it can be
+    (:mod:`~rolltap.gateway.relay_splice`); else it is checked only for what the gateway
+    reads, the whole body at C speed, and its conversation looked up once the request is
+    on its way (with its request event), unless a retry's digest needs it first
+    (:func:`~rolltap.gateway.replay.digested`). The bytes (MBs for a long multimodal
+    history) must not stay referenced by the handler for the whole call: a relay that
+    changes nothing sends them, else they go once the request is made (unless the
+    gateway keeps them, for benchmarks).
     """
     settings, rollout, dialect = context.settings, arrival.rollout, arrival.dialect
     raw = await read_body(request, settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     arrival.size = len(raw)
     rollout.history_bytes = max(rollout.history_bytes, arrival.size)
-    body = arrival.body = parse_json_object(raw)
     relayed = is_relay(dialect.name, rollout.upstream.name)
+    first = relayed and digested(rollout.replays, request.headers)
+    splice = relayed and splices(rollout, whole_needed=first or context.tracer is not None)
+    if splice:
+        try:
+            spliced = read_past(raw, dialect.name, rollout)
+        except InvalidRequestError:
+            spliced = None  # read whole below: refused there, its body recorded
+        if spliced is not None:
+            context.stats.read_past += 1
+            arrival.body, arrival.found = spliced.body, spliced.found
+            return spliced.body, spliced.found, raw, spliced.encoded
+    body = arrival.body = parse_json_object(raw)
     found = None
-    if not relayed or digested(rollout.replays, request.headers):
+    if not relayed or first:
         conversation = conversation_of(dialect.name, body)
         found = rollout.conversations.find(conversation, dialect=dialect.name)
     start = 0 if found is None else found.validated(dialect.name)
     encoded = None
     if relayed:
         encoded = check_relayed(dialect.name, body, start)
+        if splice:
+            rollout.conversation_at = layout_of(raw, dialect.name, encoded)
     else:
         dialect.validate_body(body, start)
     return body, found, raw, encoded

@@ -26,7 +26,7 @@ from rolltap.errors import InvalidRequestError
 from rolltap.gateway.conversation import CONVERSATION_KEYS
 from rolltap.http.json_body import EncodedMembers, check_depth
 
-__all__ = ["check_relayed", "is_relay"]
+__all__ = ["check_relayed", "check_shape", "is_relay"]
 
 
 def is_relay(harness: str, upstream: str) -> bool:
@@ -41,6 +41,15 @@ def check_relayed(dialect: str, body: dict[str, Any], start: int) -> EncodedMemb
     rollout already sent) and are not walked again. A body checked whole comes back
     written member by member (:class:`~rolltap.http.json_body.EncodedMembers`), for the
     relay to encode its rewrites from."""
+    conversation = check_shape(dialect, body)
+    if start > 0 and isinstance(conversation, list):
+        check_depth({**body, CONVERSATION_KEYS[dialect]: conversation[start:]})
+        return None
+    return EncodedMembers.check(body)
+
+
+def check_shape(dialect: str, body: dict[str, Any]) -> object:
+    """:func:`check_relayed` but for the depth; the body's conversation member."""
     key = CONVERSATION_KEYS[dialect]
     conversation = body.get(key)
     if key in body and not isinstance(conversation, list):
@@ -55,7 +64,4 @@ def check_relayed(dialect: str, body: dict[str, Any], start: int) -> EncodedMemb
         options = body.get("stream_options")
         if options and not isinstance(options, dict):
             raise InvalidRequestError("must be an object", field="stream_options")
-    if start > 0 and isinstance(conversation, list):
-        check_depth({**body, key: conversation[start:]})
-        return None
-    return EncodedMembers.check(body)
+    return conversation

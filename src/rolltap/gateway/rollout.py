@@ -138,6 +138,9 @@ class Rollout:
     history_bytes: int = 0
     log: EventLog = field(default_factory=EventLog)
     conversations: ConversationIndex = field(default_factory=ConversationIndex)
+    #: where its last relayed body, written as orjson writes, began its conversation
+    #: member (:func:`~rolltap.gateway.relay_splice.layout_of`)
+    conversation_at: int | None = None
     #: its large request fields as last recorded (each recorded once while unchanged)
     kept_params: KeptParams = field(default_factory=KeptParams)
     intercepts: dict[str, Intercept] = field(default_factory=dict)

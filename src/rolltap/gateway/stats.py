@@ -39,6 +39,9 @@ class GatewayStats:
     #: from an answer their original could not deliver
     retries: int = 0
     replays: int = 0
+    #: relayed calls whose body was read past the conversation its rollout sent before
+    #: (:mod:`.relay_splice`): the prefix's messages neither parsed nor written again
+    read_past: int = 0
     #: answered calls whose prompt ids drifted from the previous turn's (``tokens.drift``)
     token_drift: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -88,6 +91,7 @@ class GatewayStats:
             "rollouts_registered": self.rollouts_registered,
             "retries": self.retries,
             "replays": self.replays,
+            "read_past": self.read_past,
             "token_drift": self.token_drift,
             "dropped_fields": dict(self.dropped_fields),
             "gateway_overhead": self.overhead.as_dict(),
@@ -108,6 +112,7 @@ class _SnapshotCollector(Collector):
             "completion_tokens",
             "retries",
             "replays",
+            "read_past",
         )
         for name in names:
             yield CounterMetricFamily(f"rolltap_gateway_{name}", f"{name} so far", totals[name])

@@ -156,6 +156,33 @@ class EncodedMembers:
                 parts.append(orjson.dumps({key: value})[1:-1])
         return b"{" + b",".join(parts) + b"}"
 
+    @property
+    def size(self) -> int:
+        """The size of :meth:`encode`'s bytes for the body checked, unchanged."""
+        members = self._members.values()
+        return 1 + sum(len(member) + 1 for _, member in members) + (not members)
+
+    def offset(self, key: str) -> int | None:
+        """Where member ``key`` begins in :meth:`encode`'s bytes for the body checked,
+        unchanged (None: no such member)."""
+        at = 1
+        for name, (_, member) in self._members.items():
+            if name == key:
+                return at
+            at += len(member) + 1
+        return None
+
+    def member(self, key: str) -> bytes | memoryview | None:
+        """Member ``key``'s JSON (``"key":value``) as kept."""
+        kept = self._members.get(key)
+        return None if kept is None else kept[1]
+
+    def replace(self, key: str, member: bytes | memoryview) -> None:
+        """Keep ``member`` as member ``key``'s JSON (the same value written otherwise: a
+        relay's own bytes of it, which must be what orjson writes)."""
+        value, _ = self._members[key]
+        self._members[key] = (value, member)
+
     def json_of(self, key: str, value: object) -> memoryview | None:
         """``orjson.dumps(value)`` when ``value`` is the one checked as ``key``'s (None
         when it is not, or no such member was checked)."""

@@ -1,0 +1,207 @@
+"""A relayed body read past the conversation its rollout sent before (gateway/relay_splice.py).
+
+An agent loop written as orjson writes is read past its known prefix from its second call
+on (``/stats`` ``totals.read_past``); the same loop written with spaces is read whole. Both
+must come to the same thing: the upstream receives the same bytes, and the request events
+record the same prefixes and messages. Bodies that only look like a known loop (the
+conversation moved, a member named twice, a trailing comma, a message nested too deep)
+are read whole and answered as a whole read answers them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, register
+from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.gateway import Gateway
+from upstreams import CHAT_ANSWER, serving
+
+MODEL = "up-model"
+MESSAGES_ANSWER: dict[str, Any] = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
+    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+    "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
+}  # fmt: skip
+ROUTES = {"chat": "/chat/completions", "messages": "/v1/messages"}
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+
+
+@dataclass
+class Upstream:
+    """Keeps each request body's bytes as it arrived."""
+
+    received: list[bytes] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received.append(await request.read())
+        answer = MESSAGES_ANSWER if request.path.endswith("/messages") else CHAT_ANSWER
+        return web.json_response(answer)
+
+
+@asynccontextmanager
+async def relay(dialect: str) -> AsyncIterator[tuple[Gateway, Upstream]]:
+    upstream = Upstream()
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_post("/v1/chat/completions", upstream.handle)
+    app.router.add_post("/v1/messages", upstream.handle)
+    async with serving(app) as url:
+        endpoint = EndpointConfig(base_url=url + "/v1", model=MODEL, dialect=dialect)
+        gateway = Gateway(endpoint, GatewaySettings(admin_token=ADMIN_TOKEN))
+        await gateway.start()
+        try:
+            yield gateway, upstream
+        finally:
+            await gateway.aclose()
+
+
+async def _call(
+    http: aiohttp.ClientSession, rollout: dict[str, Any], dialect: str, raw: bytes
+) -> tuple[int, dict[str, Any]]:
+    base = rollout["openai_base_url" if dialect == "chat" else "anthropic_base_url"]
+    headers = {"Authorization": f"Bearer {rollout['api_key']}", "x-api-key": rollout["api_key"],
+               "Content-Type": "application/json", "anthropic-version": "2023-06-01"}  # fmt: skip
+    async with http.post(base + ROUTES[dialect], data=raw, headers=headers) as resp:
+        answer: dict[str, Any] = await resp.json()
+        return resp.status, answer
+
+
+async def _read_past(http: aiohttp.ClientSession, gateway: Gateway) -> int:
+    async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:
+        stats = await resp.json()
+        count: int = stats["totals"]["read_past"]
+        return count
+
+
+def _turn(dialect: str, i: int) -> list[dict[str, Any]]:
+    """An agent's tool call and its result (``messages``: Claude Code's blocks)."""
+    if dialect == "chat":
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}",
+             "type": "function", "function": {"name": "search", "arguments": '{"q":"é"}'}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i} \u2028 \"quoted\""},
+        ]  # fmt: skip
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "search",
+                                           "input": {"q": f"q{i}", "n": 1.5}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                      "content": f"result {i}"}]},
+    ]  # fmt: skip
+
+
+def _marked(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history`` with a prompt-caching marker on its last block, as Claude Code moves
+    it every turn."""
+    last = history[-1]
+    blocks = [*last["content"][:-1], {**last["content"][-1], "cache_control": {"type": "ephemeral"}}]
+    return [*history[:-1], {**last, "content": blocks}]
+
+
+def _loop(dialect: str, turns: int) -> list[dict[str, Any]]:
+    """The bodies of one agent loop, a turn longer each call: the model first, the tools
+    and sampling after the conversation."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find it"}]
+    out = []
+    for i in range(turns):
+        messages = _marked(history) if dialect == "messages" and i else history
+        out.append({"model": "m", "messages": messages, "tools": TOOLS, "max_tokens": 32})
+        history = [*history, *_turn(dialect, i)]
+    return out
+
+
+def _recorded(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in e["payload"].items() if k != "intercept_id"}
+        for e in log
+        if e["kind"] == "model_request"
+    ]
+
+
+@pytest.mark.parametrize("dialect", ["chat", "messages"])
+async def test_a_loop_read_past_its_prefix_records_and_sends_what_a_whole_read_does(
+    http: aiohttp.ClientSession, dialect: str
+) -> None:
+    bodies = _loop(dialect, 8)
+    async with relay(dialect) as (gateway, upstream):
+        logs, received = [], []
+        for writing in (orjson.dumps, lambda body: json.dumps(body).encode()):  # spaced
+            rollout = await register(http, gateway)
+            before = await _read_past(http, gateway)
+            for body in bodies:
+                status, answer = await _call(http, rollout, dialect, writing(body))
+                assert status == 200, answer
+            logs.append(_recorded(await events(http, gateway, rollout["id"])))
+            received.append(upstream.received[:])
+            upstream.received.clear()
+            if writing is orjson.dumps:
+                assert await _read_past(http, gateway) - before == len(bodies) - 1
+            else:
+                assert await _read_past(http, gateway) == before
+    assert logs[0] == logs[1]
+    assert received[0] == received[1] == [orjson.dumps({**b, "model": MODEL}) for b in bodies]
+    prefixes = [e["prefix_messages"] for e in logs[0]]
+    assert prefixes == [0, *(len(b["messages"]) for b in bodies[:-1])]
+    assert all(len(e["messages"]) == (1 if i == 0 else 2) for i, e in enumerate(logs[0]))
+
+
+def _odd(case: str, body: dict[str, Any]) -> bytes:
+    """``body`` written so that it only looks like its loop's next call."""
+    raw = orjson.dumps(body)
+    if case == "moved":  # a member before the conversation
+        return orjson.dumps({"user": "u", **body})
+    if case == "named twice":  # the last one counts, for a relay as for the upstream
+        return raw[:-1] + b',"messages":[{"role":"user","content":"2nd"}]}'
+    if case == "twice after it":
+        return raw[:-1] + b',"max_tokens":32}'
+    if case == "trailing comma":  # the conversation cut back to the known one, "[…,]"
+        known = orjson.dumps(body["messages"][:-2])
+        end = raw.index(known[:-1]) + len(known) - 1
+        return raw[:end] + b"," + raw[raw.index(b"]", end + len(orjson.dumps(body["messages"][-2:])) - 2) :]
+    assert case == "too deep"
+    deep: Any = "x"
+    for _ in range(200):
+        deep = [deep]
+    return orjson.dumps({**body, "messages": [*body["messages"], {"role": "user", "content": deep}]})
+
+
+#: each case's status, error code and whether it is read past its prefix (a member
+#: after the conversation named twice is: the last value counts either way)
+ODD = {
+    "moved": (200, None, False), "named twice": (200, None, False),
+    "twice after it": (200, None, True), "trailing comma": (400, "malformed_json", False),
+    "too deep": (400, "invalid_request", False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ODD)
+async def test_bodies_that_only_look_like_the_loop_are_read_whole(
+    http: aiohttp.ClientSession, case: str
+) -> None:
+    bodies = _loop("chat", 4)
+    async with relay("chat") as (gateway, upstream):
+        rollout = await register(http, gateway)
+        for body in bodies[:3]:
+            assert (await _call(http, rollout, "chat", orjson.dumps(body)))[0] == 200
+        assert await _read_past(http, gateway) == 2
+        raw = _odd(case, bodies[3])
+        status, answer = await _call(http, rollout, "chat", raw)
+        read_past = await _read_past(http, gateway) == 3
+        log = await events(http, gateway, rollout["id"])
+    code = answer["error"]["code"] if status != 200 else None
+    assert (status, code, read_past) == ODD[case]
+    request = _recorded(log)[-1]
+    if status == 200:  # sent as a whole read makes it
+        parsed = orjson.loads(raw)
+        assert upstream.received[-1] == orjson.dumps({**parsed, "model": MODEL})
+        assert request["prefix_messages"] + len(request["messages"]) == len(parsed["messages"])
+    else:  # refused and recorded
+        assert request["sent"] is False and request["body_bytes"] == len(raw)
