@@ -102,7 +102,8 @@ def _marked(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``history`` with a prompt-caching marker on its last block, as Claude Code moves
     it every turn."""
     last = history[-1]
-    blocks = [*last["content"][:-1], {**last["content"][-1], "cache_control": {"type": "ephemeral"}}]
+    marked = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
+    blocks = [*last["content"][:-1], marked]
     return [*history[:-1], {**last, "content": blocks}]
 
 
@@ -164,13 +165,15 @@ def _odd(case: str, body: dict[str, Any]) -> bytes:
         return raw[:-1] + b',"max_tokens":32}'
     if case == "trailing comma":  # the conversation cut back to the known one, "[…,]"
         known = orjson.dumps(body["messages"][:-2])
-        end = raw.index(known[:-1]) + len(known) - 1
-        return raw[:end] + b"," + raw[raw.index(b"]", end + len(orjson.dumps(body["messages"][-2:])) - 2) :]
+        raw = orjson.dumps({**body, "messages": body["messages"][:-2]})
+        end = raw.index(known) + len(known) - 1
+        return raw[:end] + b"," + raw[end:]
     assert case == "too deep"
     deep: Any = "x"
     for _ in range(200):
         deep = [deep]
-    return orjson.dumps({**body, "messages": [*body["messages"], {"role": "user", "content": deep}]})
+    messages = [*body["messages"], {"role": "user", "content": deep}]
+    return orjson.dumps({**body, "messages": messages})
 
 
 #: each case's status, error code and whether it is read past its prefix (a member
