@@ -119,6 +119,11 @@ def _loop(dialect: str, turns: int) -> list[dict[str, Any]]:
     return out
 
 
+def _spaced(body: Any) -> bytes:
+    """``body`` written as Python's json module writes it: keys and items spaced."""
+    return json.dumps(body).encode()
+
+
 def _recorded(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {k: v for k, v in e["payload"].items() if k != "intercept_id"}
@@ -134,7 +139,7 @@ async def test_a_loop_read_past_its_prefix_records_and_sends_what_a_whole_read_d
     bodies = _loop(dialect, 8)
     async with relay(dialect) as (gateway, upstream):
         logs, received = [], []
-        for writing in (orjson.dumps, lambda body: json.dumps(body).encode()):  # spaced
+        for writing in (orjson.dumps, _spaced):
             rollout = await register(http, gateway)
             before = await _read_past(http, gateway)
             for body in bodies:
@@ -208,3 +213,19 @@ async def test_bodies_that_only_look_like_the_loop_are_read_whole(
         assert request["prefix_messages"] + len(request["messages"]) == len(parsed["messages"])
     else:  # refused and recorded
         assert request["sent"] is False and request["body_bytes"] == len(raw)
+
+
+async def test_a_call_refused_after_it_was_read_past_its_prefix_is_recorded_whole(
+    http: aiohttp.ClientSession,
+) -> None:
+    bodies = _loop("chat", 4)
+    async with relay("chat") as (gateway, _):
+        rollout = await register(http, gateway, limits={"max_turns": 3})
+        statuses = [(await _call(http, rollout, "chat", orjson.dumps(b)))[0] for b in bodies]
+        read_past = await _read_past(http, gateway)
+        log = await events(http, gateway, rollout["id"])
+    assert statuses == [200, 200, 200, 429] and read_past == 3
+    refused = _recorded(log)[-1]
+    assert refused["sent"] is False
+    assert refused["prefix_messages"] == len(bodies[2]["messages"])
+    assert refused["messages"] == bodies[3]["messages"][len(bodies[2]["messages"]) :]

@@ -56,7 +56,7 @@ from rolltap.dialects.streams import StreamRenderer, stream_renderer
 from rolltap.errors import RolltapError
 from rolltap.gateway.answer_record import answer_recorded
 from rolltap.gateway.call_events import CallEvents, DeferredRequests, Timing
-from rolltap.gateway.conversation import Found
+from rolltap.gateway.conversation import After, Found
 from rolltap.gateway.policy import InFlight
 from rolltap.gateway.relay_body import is_relay
 from rolltap.gateway.replay import (
@@ -125,8 +125,8 @@ class ModelCall(CallEvents):
     def __init__(
         self, request: web.Request, rollout: Rollout, intercept: Intercept, harness: Dialect,
         body: dict[str, Any], stats: GatewayStats, *, keepalive_s: float,
-        deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY, found: Found | None = None,
-        arrived: float | None = None, raw: bytes | None = None,
+        deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY,
+        found: Found | After | None = None, arrived: float | None = None, raw: bytes | None = None,
         encoded: EncodedMembers | None = None,
     ) -> None:  # fmt: skip
         super().__init__(rollout, intercept, harness, body, stats, deferred=deferred,

@@ -21,7 +21,7 @@ from rolltap.clients.upstream import Reply, UpstreamRequest
 from rolltap.dialects.canonical import Dialect
 from rolltap.errors import RolltapError, UpstreamStatusError, http_status_of
 from rolltap.events import EventKind
-from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, After, Found, conversation_of
 from rolltap.gateway.policy import reported_version
 from rolltap.gateway.replay import NOT_A_RETRY, Answer, Delivery, Lookup
 from rolltap.gateway.rollout import Intercept, Rollout
@@ -85,7 +85,7 @@ class CallEvents:
     def __init__(
         self, rollout: Rollout, intercept: Intercept, harness: Dialect, body: dict[str, Any],
         stats: GatewayStats, *, deferred: DeferredRequests, lookup: Lookup = NOT_A_RETRY,
-        found: Found | None = None, arrived: float | None = None,
+        found: Found | After | None = None, arrived: float | None = None,
         encoded: EncodedMembers | None = None,
     ) -> None:  # fmt: skip
         self.rollout, self.intercept, self.harness = rollout, intercept, harness
@@ -99,7 +99,8 @@ class CallEvents:
         self.upstream_name: str = rollout.upstream.name
         #: whether this call is an SDK retry, of which call, with an answer to replay
         self.lookup, self.delivery = lookup, Delivery(intercept.id)
-        #: what the rollout's conversations knew of the body when it was validated
+        #: what the rollout's conversations knew of the body when it was validated (a body
+        #: read past its prefix: what is found once the request has left)
         self.found = found
         #: the body's members as checked (a relay's rewrites and the request event's
         #: large fields are written from them), until the request event is recorded
@@ -175,7 +176,9 @@ class CallEvents:
         self.requested = True
         conversations, found = self.rollout.conversations, self.found
         key = CONVERSATION_KEYS[self.harness.name]
-        if found is None:
+        if isinstance(found, After):
+            found = conversations.found_after(found)
+        elif found is None:
             conversation = conversation_of(self.harness.name, self.body)
             # the bytes the harness sent them as, where they were checked whole
             value, encoded = self.body.get(key), self.encoded

@@ -39,7 +39,7 @@ from rolltap.events.prefix_digest import link
 from rolltap.gateway.conversation_dumps import FAST, DumpIndex, DumpKey, Hash
 
 __all__ = [
-    "CONVERSATION_KEYS", "ConversationIndex", "Found", "PrefixMatch", "SentPrefix",
+    "CONVERSATION_KEYS", "After", "ConversationIndex", "Found", "PrefixMatch", "SentPrefix",
     "conversation_digest", "conversation_of",
 ]  # fmt: skip
 
@@ -90,6 +90,23 @@ class SentPrefix:
     #: (None: let go)
     chain: Hash | None
     open: Hash | None
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """Messages past a known conversation, ready to be found (:meth:`ConversationIndex.
+    found_after`): ``messages`` (the conversation's past its first ``skipped``), as
+    compared (without their markers), the markers (numbered in the whole conversation),
+    the sorted dump of those past the prefix (None: none) and the bytes they were sent
+    as."""
+
+    prefix: SentPrefix
+    messages: list[Any]
+    skipped: int
+    canonical: list[Any]
+    marks: list[Mark]
+    more: bytes | None
+    sent: bytes | memoryview
 
 
 @dataclass(slots=True)
@@ -223,9 +240,8 @@ class ConversationIndex:
         """``messages`` found by the bytes they were sent as, extending a conversation
         sent before in the same dialect; None where the sorted lookup must decide."""
         prefix = self.sent_prefix(sent, dialect)
-        if prefix is None:
-            return None
-        return self._past(prefix, messages, 0, sent)
+        after = None if prefix is None else self.after(prefix, messages, sent)
+        return None if after is None else self.found_after(after)
 
     def sent_prefix(self, sent: bytes | memoryview, dialect: str) -> SentPrefix | None:
         """The longest conversation sent before in ``dialect`` whose bytes ``sent`` (the
@@ -237,25 +253,22 @@ class ConversationIndex:
         known, size, head = hit
         return SentPrefix(known, size, head, known.state, known.open)
 
-    def found_past(self, prefix: SentPrefix, new: list[Any], sent: memoryview) -> Found | None:
-        """A conversation known only as ``prefix``'s messages (not parsed) and ``new``,
-        sent as ``sent``, found without its prefix's messages; None where it cannot be
-        (the prefix's hash states let go, a message that cannot be written)."""
-        if prefix.chain is None or prefix.open is None:
-            return None
-        return self._past(prefix, new, prefix.known.length, sent)
-
-    def _past(
-        self, prefix: SentPrefix, messages: list[Any], skipped: int, sent: bytes | memoryview
-    ) -> Found | None:
-        """``messages`` (those of the conversation past ``skipped``) past ``prefix``."""
-        known, dialect = prefix.known, prefix.known.dialect
-        past = known.length - skipped  # where the prefix ends in ``messages``
-        marks = marks_of(messages, past) if dialect in MARKED_DIALECTS else []
+    def after(
+        self, prefix: SentPrefix, messages: list[Any], sent: bytes | memoryview,
+        *, skipped: int = 0,
+    ) -> After | None:  # fmt: skip
+        """``messages`` (the conversation's past its first ``skipped``: a body read past
+        ``prefix``, its messages never parsed), sent as ``sent``, made ready to be found
+        past ``prefix`` (:meth:`found_after`, which cannot fail then); None where they
+        cannot be (the prefix's hash states let go, a message that cannot be written)."""
+        past = prefix.known.length - skipped  # where the prefix ends in ``messages``
+        if skipped and prefix.chain is None:
+            return None  # the rolling digest could not go on
+        marks = marks_of(messages, past) if prefix.known.dialect in MARKED_DIALECTS else []
         canonical = unmarked(messages, marks) if marks else messages
         if marks and skipped:  # numbered in the whole conversation
             marks = [(i + skipped, j, v) for i, j, v in marks]
-        key, open_ = known.key, prefix.open
+        more = None
         if len(messages) > past:
             if prefix.open is None:
                 return None  # its state let go: written sorted again
@@ -263,16 +276,25 @@ class ConversationIndex:
                 more = orjson.dumps(canonical[past:], option=_SORTED)
             except orjson.JSONEncodeError:
                 return None
-            key, open_ = known.key.extended(prefix.open, more)
+        return After(prefix, messages, skipped, canonical, marks, more, sent)
+
+    def found_after(self, after: After) -> Found:
+        """What :meth:`after` made ready, found: the key of the whole extended from the
+        prefix's (only the messages past it written sorted and hashed)."""
+        prefix = after.prefix
+        known, key, open_ = prefix.known, prefix.known.key, prefix.open
+        if after.more is not None and prefix.open is not None:
+            key, open_ = known.key.extended(prefix.open, after.more)
             # one known only sorted (sent with other bytes, or hidden by a marker) may
             # reach further
-            known = self._sorted.longest_past(known.key, prefix.open, more) or known
+            known = self._sorted.longest_past(known.key, prefix.open, after.more) or known
         as_sent = self._resent_key(
-            sent, messages, canonical, marks, prefix.head, prefix.size - 1, skipped
-        )
+            after.sent, after.messages, after.canonical, after.marks, prefix.head,
+            prefix.size - 1, after.skipped,
+        )  # fmt: skip
         return Found(
-            messages, canonical, marks, known, self._generation, key, open_, as_sent,
-            skipped, prefix.chain if skipped else None,
+            after.messages, after.canonical, after.marks, known, self._generation, key, open_,
+            as_sent, after.skipped, prefix.chain if after.skipped else None,
         )  # fmt: skip
 
     def remember(self, found: Found, dialect: str) -> PrefixMatch:

@@ -31,7 +31,7 @@ from rolltap.errors import (
 )
 from rolltap.gateway.call import ModelCall
 from rolltap.gateway.context import GatewayContext
-from rolltap.gateway.conversation import Found, conversation_of
+from rolltap.gateway.conversation import After, Found, conversation_of
 from rolltap.gateway.refused import Arrival
 from rolltap.gateway.relay_body import check_relayed, is_relay
 from rolltap.gateway.relay_splice import layout_of, read_past, splices
@@ -49,7 +49,7 @@ PREFIX = "/r/{rollout_id}/v1"
 
 async def _read(
     request: web.Request, arrival: Arrival, context: GatewayContext
-) -> tuple[dict[str, Any], Found | None, bytes, EncodedMembers | None]:
+) -> tuple[dict[str, Any], Found | After | None, bytes, EncodedMembers | None]:
     """The parsed body, what the rollout's conversations know of it (None: not looked
     up yet), its bytes and, relayed, its members written as it was checked (None: not
     checked whole); ``arrival`` learns each as it comes.
@@ -79,8 +79,8 @@ async def _read(
             spliced = None  # read whole below: refused there, its body recorded
         if spliced is not None:
             context.stats.read_past += 1
-            arrival.body, arrival.found = spliced.body, spliced.found
-            return spliced.body, spliced.found, raw, spliced.encoded
+            arrival.body, arrival.found = spliced.body, spliced.after
+            return spliced.body, spliced.after, raw, spliced.encoded
     body = arrival.body = parse_json_object(raw)
     found = None
     if not relayed or first:
@@ -109,7 +109,7 @@ async def answer_call(
         body, found, raw, encoded = await _read(request, arrival, context)
         kept = None if context.settings.discard_intercepts else raw
         context.stats.requests += 1
-        conversation = None if found is None else found.identity
+        conversation = found.identity if isinstance(found, Found) else None
         lookup = look_up(rollout.replays, request.headers, dialect.name, body, conversation)
         context.stats.retries += lookup.retry_count > 0
         intercept = rollout.open_intercept()

@@ -24,7 +24,7 @@ from rolltap.dialects.canonical import Dialect
 from rolltap.errors import AuthRateLimitedError, InvalidRequestError, RolltapError
 from rolltap.events import EventKind
 from rolltap.gateway.context import GatewayContext
-from rolltap.gateway.conversation import CONVERSATION_KEYS, Found, conversation_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, After, conversation_of
 from rolltap.gateway.replay import retry_count_of
 from rolltap.gateway.rollout import Rollout
 from rolltap.http.json_body import check_depth
@@ -44,7 +44,7 @@ class Arrival:
     #: the body, once parsed as a JSON object (read past its conversation's prefix:
     #: ``found`` holds what the index found of it)
     body: dict[str, Any] | None = None
-    found: Found | None = None
+    found: After | None = None
 
     def refuse(
         self, err: RolltapError, headers: Mapping[str, str], context: GatewayContext
@@ -106,10 +106,11 @@ class Arrival:
         if not (isinstance(value, list) or (name == "responses" and isinstance(value, str))):
             out.update(self.rollout.kept_params.fields(body))  # no conversation: the whole body
             return out
-        if self.found is not None and self.found.skipped:
-            match = self.found.match  # the prefix it was read past
+        if self.found is not None:  # read past its prefix
+            found = self.rollout.conversations.found_after(self.found)
+            match = found.match
             out.update(match.fields())
-            out["messages"] = self.found.past(match.length)
+            out["messages"] = found.past(match.length)
         else:
             conversation = conversation_of(name, body)
             match = self.rollout.conversations.match(conversation, remember=False, dialect=name)

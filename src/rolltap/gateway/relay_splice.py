@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from rolltap.clients.relay_upstream import RelayUpstream
-from rolltap.gateway.conversation import CONVERSATION_KEYS, Found
+from rolltap.gateway.conversation import CONVERSATION_KEYS, After
 from rolltap.gateway.relay_body import check_shape
 from rolltap.gateway.rollout import Rollout
 from rolltap.http.json_body import EncodedMembers
@@ -48,11 +48,13 @@ _BEFORE_MEMBER = frozenset(b"{,")
 @dataclass(frozen=True, slots=True)
 class Spliced:
     """A body read past its known prefix: its members (the conversation's holding only
-    the messages past the prefix), what the index found, and the members' JSON (the
-    conversation's: the body's own bytes of it, all of it)."""
+    the messages past the prefix), its conversation made ready to be found (once the
+    request has left: :meth:`~rolltap.gateway.conversation.ConversationIndex.
+    found_after`), and the members' JSON (the conversation's: the body's own bytes of
+    it, all of it)."""
 
     body: dict[str, Any]
-    found: Found
+    after: After
     encoded: EncodedMembers
 
 
@@ -94,7 +96,7 @@ def read_past(raw: bytes, dialect: str, rollout: Rollout) -> Spliced | None:
     view = memoryview(raw)
     start = at + len(opening) - 1  # the array's "["
     prefix = rollout.conversations.sent_prefix(view[start:], dialect)
-    if prefix is None or prefix.chain is None or prefix.open is None:
+    if prefix is None:
         return None
     end = start + prefix.size - 1  # a "," (new messages follow) or the array's "]"
     key = CONVERSATION_KEYS[dialect]
@@ -114,8 +116,8 @@ def read_past(raw: bytes, dialect: str, rollout: Rollout) -> Spliced | None:
     if new and view[end + 1 : stop] != memoryview(past)[len(opening) :]:
         return None
     encoded.replace(key, view[at:stop])
-    found = rollout.conversations.found_past(prefix, new, view[start:stop])
-    return None if found is None else Spliced(body, found, encoded)
+    after = rollout.conversations.after(prefix, new, view[start:stop], skipped=prefix.known.length)
+    return None if after is None else Spliced(body, after, encoded)
 
 
 def _members(raw: bytes, at: int, end: int, key: str) -> dict[str, Any] | None:
