@@ -215,7 +215,7 @@ async def test_bodies_that_only_look_like_the_loop_are_read_whole(
         assert request["sent"] is False and request["body_bytes"] == len(raw)
 
 
-async def test_a_call_refused_after_it_was_read_past_its_prefix_is_recorded_whole(
+async def test_a_call_read_past_its_prefix_then_refused_by_a_limit_records_its_prefix(
     http: aiohttp.ClientSession,
 ) -> None:
     bodies = _loop("chat", 4)

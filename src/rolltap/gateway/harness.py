@@ -78,8 +78,9 @@ async def _read(
         except InvalidRequestError:
             spliced = None  # read whole below: refused there, its body recorded
         if spliced is not None:
+            # not ``arrival.body``: its conversation holds only the new messages (what
+            # could refuse the call from here on is a closed rollout, which records nothing)
             context.stats.read_past += 1
-            arrival.body, arrival.found = spliced.body, spliced.after
             return spliced.body, spliced.after, raw, spliced.encoded
     body = arrival.body = parse_json_object(raw)
     found = None

@@ -24,7 +24,7 @@ from rolltap.dialects.canonical import Dialect
 from rolltap.errors import AuthRateLimitedError, InvalidRequestError, RolltapError
 from rolltap.events import EventKind
 from rolltap.gateway.context import GatewayContext
-from rolltap.gateway.conversation import CONVERSATION_KEYS, After, conversation_of
+from rolltap.gateway.conversation import CONVERSATION_KEYS, conversation_of
 from rolltap.gateway.replay import retry_count_of
 from rolltap.gateway.rollout import Rollout
 from rolltap.http.json_body import check_depth
@@ -41,10 +41,8 @@ class Arrival:
     started: float = field(default_factory=time.perf_counter)
     #: the body's size, once read
     size: int | None = None
-    #: the body, once parsed as a JSON object (read past its conversation's prefix:
-    #: ``found`` holds what the index found of it)
+    #: the body, once parsed as a JSON object
     body: dict[str, Any] | None = None
-    found: After | None = None
 
     def refuse(
         self, err: RolltapError, headers: Mapping[str, str], context: GatewayContext
@@ -106,16 +104,10 @@ class Arrival:
         if not (isinstance(value, list) or (name == "responses" and isinstance(value, str))):
             out.update(self.rollout.kept_params.fields(body))  # no conversation: the whole body
             return out
-        if self.found is not None:  # read past its prefix
-            found = self.rollout.conversations.found_after(self.found)
-            match = found.match
-            out.update(match.fields())
-            out["messages"] = found.past(match.length)
-        else:
-            conversation = conversation_of(name, body)
-            match = self.rollout.conversations.match(conversation, remember=False, dialect=name)
-            out.update(match.fields())
-            out["messages"] = conversation[match.length :]
+        conversation = conversation_of(name, body)
+        match = self.rollout.conversations.match(conversation, remember=False, dialect=name)
+        out.update(match.fields())
+        out["messages"] = conversation[match.length :]
         out.update(self.rollout.kept_params.fields({k: v for k, v in body.items() if k != key}))
         return out
 
