@@ -14,8 +14,10 @@ the gateway) beside them, and what each knocked-out part cost: full rolltap minu
 variant. A measuring tool, not a mode: a variant's events are incomplete on purpose.
 Not CI.
 
-Variants: ``rolltap`` (as shipped); ``no index`` (the request event made without the
-conversation index: no sorted dump, no hash, no prefix); ``no request event`` (none
+Variants: ``rolltap`` (as shipped); ``read whole`` (no relayed body read past its
+prefix: every body parsed, checked and written whole, its conversation looked up with
+its request event); and, each read whole, ``no index`` (the request event made without
+the conversation index: no sorted dump, no hash, no prefix); ``no request event`` (none
 written); ``no depth check`` (the body's nesting not checked: its rewrite then written
 whole); ``no response event``; ``nothing recorded`` (all four); with ``--baseline-src
 DIR`` (a checkout's ``src/``: the code before a change) ``baseline``, that code as it is.
@@ -62,6 +64,13 @@ _DEPTH: _Edit = (
     "    return EncodedMembers.check(body)\n",
     "    return None  # knocked out\n",
 )
+#: since stop 50 a relayed body is read past its known prefix
+_WHOLE: _Edit = (
+    "gateway/relay_splice.py",
+    "    return not whole_needed and isinstance(upstream, RelayUpstream)"
+    " and upstream.turns is None\n",
+    "    return False  # knocked out\n",
+)
 _RESPONSE: _Edit = (
     "gateway/call_events.py",
     "        timing, current = self._moment() if self.ready is None else self.ready\n",
@@ -72,11 +81,12 @@ _RESPONSE: _Edit = (
 )
 VARIANTS: dict[str, list[_Edit]] = {
     "rolltap": [],
-    "no index": [_INDEX],
-    "no request event": [_REQUEST],
-    "no depth check": [_DEPTH],
-    "no response event": [_RESPONSE],
-    "nothing recorded": [_REQUEST, _DEPTH, _RESPONSE],
+    "read whole": [_WHOLE],
+    "no index": [_WHOLE, _INDEX],
+    "no request event": [_WHOLE, _REQUEST],
+    "no depth check": [_WHOLE, _DEPTH],
+    "no response event": [_WHOLE, _RESPONSE],
+    "nothing recorded": [_WHOLE, _REQUEST, _DEPTH, _RESPONSE],
 }
 
 

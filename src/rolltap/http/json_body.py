@@ -146,7 +146,7 @@ class EncodedMembers:
     def encode(self, body: dict[str, Any]) -> bytes:
         """``orjson.dumps(body)``, reusing the bytes of every member whose value is
         still the one checked."""
-        parts: list[bytes | memoryview] = []
+        parts: list[bytes | memoryview] = [b"{"]
         members = self._members
         for key, value in body.items():
             kept = members.get(key)
@@ -154,7 +154,11 @@ class EncodedMembers:
                 parts.append(kept[1])
             else:
                 parts.append(orjson.dumps({key: value})[1:-1])
-        return b"{" + b",".join(parts) + b"}"
+            parts.append(b",")
+        if len(parts) > 1:
+            parts.pop()  # the last comma
+        parts.append(b"}")
+        return b"".join(parts)  # one copy of a history's bytes
 
     @property
     def size(self) -> int:
