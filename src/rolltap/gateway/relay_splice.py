@@ -89,7 +89,7 @@ def read_past(raw: bytes, dialect: str, rollout: Rollout) -> Spliced | None:
     (``rollout.conversation_at``); None where the body must be read whole. Raises what
     :func:`~rolltap.gateway.relay_body.check_relayed` raises, for the parts it reads."""
     at, opening = rollout.conversation_at, _OPENINGS[dialect]
-    if at is None or at < 1 or raw[at - 1] not in _BEFORE_MEMBER:
+    if at is None or not 0 < at < len(raw) or raw[at - 1] not in _BEFORE_MEMBER:
         return None
     if not raw.startswith(opening, at):
         return None
