@@ -14,16 +14,24 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, register
 from rolltap.config import EndpointConfig, GatewaySettings
+from rolltap.errors import InvalidRequestError
 from rolltap.gateway import Gateway
+from rolltap.gateway.conversation import ConversationIndex
+from rolltap.gateway.relay_body import check_relayed
+from rolltap.gateway.relay_splice import layout_of, read_past
+from rolltap.gateway.rollout import Rollout
+from rolltap.http.json_body import parse_json_object
 from upstreams import CHAT_ANSWER, serving
 
 MODEL = "up-model"
@@ -183,12 +191,11 @@ def _odd(case: str, body: dict[str, Any]) -> bytes:
     return orjson.dumps({**body, "messages": messages})
 
 
-#: each case's status, error code and whether it is read past its prefix (a member
-#: after the conversation named twice is: the last value counts either way)
+#: each case's status, error code and whether it is read past its prefix
 ODD = {
     "short": (200, None, False), "moved": (200, None, False),
     "named twice": (200, None, False),
-    "twice after it": (200, None, True), "trailing comma": (400, "malformed_json", False),
+    "twice after it": (200, None, False), "trailing comma": (400, "malformed_json", False),
     "too deep": (400, "invalid_request", False),
 }  # fmt: skip
 
@@ -233,3 +240,111 @@ async def test_a_call_read_past_its_prefix_then_refused_by_a_limit_records_its_p
     assert refused["sent"] is False
     assert refused["prefix_messages"] == len(bodies[2]["messages"])
     assert refused["messages"] == bodies[3]["messages"][len(bodies[2]["messages"]) :]
+
+
+# -- read_past against a whole read, on bodies drawn at random --------------------------
+
+
+class _Rollout:
+    """What read_past reads of a rollout: its conversations and where its last body
+    held its conversation."""
+
+    def __init__(self) -> None:
+        self.conversations = ConversationIndex()
+        self.conversation_at: int | None = None
+
+
+def _sent_whole(raw: bytes, rollout: _Rollout) -> None:
+    """``raw`` read whole and remembered, as a relayed call's request event does."""
+    body = parse_json_object(raw)
+    encoded = check_relayed("chat", body, 0)
+    assert encoded is not None
+    rollout.conversation_at = layout_of(raw, "chat", encoded)
+    sent = encoded.json_of("messages", body["messages"])
+    found = rollout.conversations.find(body["messages"], dialect="chat", sent=sent)
+    rollout.conversations.remember(found, "chat")
+
+
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=6)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)  # fmt: skip
+NEW_MESSAGES = st.lists(st.dictionaries(st.text(max_size=5), VALUES, max_size=3), max_size=3)
+#: how the new messages are written: as orjson does, spaced, or with escapes for non-ASCII
+WRITERS: dict[str, Any] = {
+    "orjson": orjson.dumps,
+    "spaced": lambda value: json.dumps(value).encode(),
+    "ascii": lambda value: json.dumps(value, separators=(",", ":")).encode(),
+}
+MEMBERS = st.sampled_from(["messages", "model", "tools"]) | st.text(max_size=5)
+#: a mutation: insert, replace or delete one byte at a place
+EDITS = st.tuples(
+    st.sampled_from(["none", "insert", "replace", "delete"]),
+    st.integers(0, 10_000),
+    st.sampled_from(list(b' \t,]}{["0')) | st.integers(0, 255),
+)
+
+
+def _body(
+    before: dict[str, Any], history: list[Any], new: list[Any], after: dict[str, Any],
+    writer: str,
+) -> bytes:  # fmt: skip
+    """The body of ``before``'s members, the conversation (``new`` written by ``writer``)
+    and ``after``'s."""
+    items = [orjson.dumps(m) for m in history] + [WRITERS[writer](m) for m in new]
+    head = orjson.dumps(before)[:-1] + (b"," if before else b"")
+    tail = b"," + orjson.dumps(after)[1:] if after else b"}"
+    return head + b'"messages":[' + b",".join(items) + b"]" + tail
+
+
+def _edited(raw: bytes, edit: tuple[str, int, int]) -> bytes:
+    kind, place, byte = edit
+    at = place % (len(raw) + 1)
+    if kind == "insert":
+        return raw[:at] + bytes([byte]) + raw[at:]
+    if kind == "replace" and at < len(raw):
+        return raw[:at] + bytes([byte]) + raw[at + 1 :]
+    if kind == "delete":
+        return raw[:at] + raw[at + 1 :]
+    return raw
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.dictionaries(MEMBERS.filter(lambda k: k != "messages"), VALUES, max_size=2),
+    after=st.dictionaries(MEMBERS, VALUES, max_size=3),
+    new=NEW_MESSAGES,
+    writer=st.sampled_from(sorted(WRITERS)),
+    edit=EDITS,
+)
+def test_a_body_read_past_its_prefix_is_the_body_read_whole(
+    before: dict[str, Any], after: dict[str, Any], new: list[Any], writer: str,
+    edit: tuple[str, int, int],
+) -> None:  # fmt: skip
+    """Any body after a known loop — the loop's next call with other members around it
+    (the conversation among them, twice), its new messages written otherwise, a byte put
+    in, changed or cut out anywhere — read past its prefix is read as a whole read reads
+    it (its members, its messages, the bytes written of it), or refused as a whole read
+    refuses it, or read whole."""
+    rollout = _Rollout()
+    history = _loop("chat", 3)[-1]["messages"]
+    _sent_whole(orjson.dumps({**before, "messages": history}), rollout)
+    raw = _edited(_body(before, history, new, after, writer), edit)
+    try:
+        spliced = read_past(raw, "chat", cast(Rollout, rollout))
+    except InvalidRequestError:
+        with pytest.raises(InvalidRequestError):
+            check_relayed("chat", parse_json_object(raw), 0)
+        return
+    if spliced is None:
+        return
+    event("read past")
+    whole = orjson.loads(raw)  # a body read past its prefix is JSON
+    assert spliced.encoded.encode(spliced.body) == orjson.dumps(whole)
+    found = rollout.conversations.found_after(spliced.after)
+    length = len(history) if found.known is None else found.known.length
+    assert found.past(length) == whole["messages"][length:]

@@ -15,14 +15,14 @@ relay sends them as they came, the request event records the messages past the p
 (as it always has), and the depth check walks the new messages only (the prefix was
 checked when it was sent).
 
-The conversation's bytes sent on are then exactly what orjson writes of it (the prefix's
-were when they were first sent, and the new messages' are compared with orjson's), so the
-body sent and the events recorded are those a whole read makes; the members around it are
-parsed as a whole read parses them (a member named twice: the last value, at the first
-place). Every doubt reads the body whole, as before: another place for the conversation,
-new messages written otherwise, a conversation named twice, the prefix's hash states let
-go, or a rollout whose calls need the whole conversation (a token capture's drift check,
-a tracer recording prompts, a retry digested before its check: :func:`splices`).
+A body read so is exactly what orjson writes of the members parsed and the conversation
+(the prefix's bytes were orjson's when first sent; the new messages' and the other
+members' are compared with orjson's writing of what was parsed), so what the relay sends
+and the events record are those a whole read makes. Every doubt reads the body whole, as
+before: another place for the conversation, bytes not as orjson writes them (spaces,
+escapes, a member named twice), the prefix's hash states let go, or a rollout whose calls
+need the whole conversation (a token capture's drift check, a tracer recording prompts, a
+retry digested before its check: :func:`splices`).
 """
 
 from __future__ import annotations
@@ -114,6 +114,11 @@ def read_past(raw: bytes, dialect: str, rollout: Rollout) -> Spliced | None:
     # the new messages must be the bytes past the prefix, as orjson writes them
     stop = end + len(past) - len(opening) + 1 if new else end + 1
     if new and view[end + 1 : stop] != memoryview(past)[len(opening) :]:
+        return None
+    # the rest as orjson writes it too: the body is orjson's writing of what was parsed
+    # (a member named twice is not, a conversation named twice among them neither)
+    ahead, behind = encoded.around(key)
+    if view[:at] != ahead or view[stop:] != behind:
         return None
     encoded.replace(key, view[at:stop])
     after = rollout.conversations.after(prefix, new, view[start:stop], skipped=prefix.known.length)

@@ -176,6 +176,25 @@ class EncodedMembers:
             at += len(member) + 1
         return None
 
+    def around(self, key: str) -> tuple[bytes, bytes]:
+        """What :meth:`encode` writes before member ``key`` (from the opening brace) and
+        after it (to the closing one), for the body checked, unchanged."""
+        before: list[bytes | memoryview] = [b"{"]
+        after: list[bytes | memoryview] = []
+        side = before
+        for name, (_, member) in self._members.items():
+            if name == key:
+                side = after
+                continue
+            side.append(member)
+            side.append(b",")
+        if after:
+            after[-1] = b"}"
+            after.insert(0, b",")
+        else:
+            after.append(b"}")
+        return b"".join(before), b"".join(after)
+
     def member(self, key: str) -> bytes | memoryview | None:
         """Member ``key``'s JSON (``"key":value``) as kept."""
         kept = self._members.get(key)
