@@ -70,8 +70,8 @@ async def _read(
     arrival.size = len(raw)
     rollout.history_bytes = max(rollout.history_bytes, arrival.size)
     relayed = is_relay(dialect.name, rollout.upstream.name)
-    first = relayed and digested(rollout.replays, request.headers)
-    splice = relayed and splices(rollout, whole_needed=first or context.tracer is not None)
+    digest_first = relayed and digested(rollout.replays, request.headers)
+    splice = relayed and splices(rollout, whole_needed=digest_first or context.tracer is not None)
     if splice:
         try:
             spliced = read_past(raw, dialect.name, rollout)
@@ -84,7 +84,7 @@ async def _read(
             return spliced.body, spliced.after, raw, spliced.encoded
     body = arrival.body = parse_json_object(raw)
     found = None
-    if not relayed or first:
+    if not relayed or digest_first:
         conversation = conversation_of(dialect.name, body)
         found = rollout.conversations.find(conversation, dialect=dialect.name)
     start = 0 if found is None else found.validated(dialect.name)
