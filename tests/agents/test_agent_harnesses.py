@@ -31,9 +31,12 @@ from agents.loopkit import (
     solving_script,
 )
 from clikit import arolltap_ok, arolltap_parts
-from helpers import require_agent
+from helpers import ADMIN_HEADERS, ADMIN_TOKEN, events, register, require_agent
 from rollouts.agentkit import process_state, until
+from rolltap.config import EndpointConfig, GatewaySettings
 from rolltap.events import EventLog
+from rolltap.gateway import Gateway
+from rolltap.gateway.conversation import CONVERSATION_KEYS
 from rolltap.rollouts import Task
 from rolltap.rollouts.agent_options import AgentOptions
 from rolltap.rollouts.harness import HarnessContext, answer_of
@@ -208,3 +211,37 @@ def _tool_round(kind: str, messages: list[dict[str, Any]]) -> str:
     assert (call["name"], output["call_id"]) == ("exec_command", call["call_id"])
     cmd: str = orjson.loads(call["arguments"])["cmd"]
     return cmd
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_a_real_agents_second_call_is_read_past_its_prefix(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's own bytes through a gateway relaying its dialect: its second call is
+    read past the conversation its first sent (``/stats`` ``totals.read_past``), and the
+    upstream still gets the whole history, the events the prefix and what is new."""
+    binary, dialect = KINDS[kind]
+    require_agent(binary)
+    _user_home(tmp_path, monkeypatch)
+    task = Task(id="t", prompt="-Create hello.txt", check='test "$(cat hello.txt)" = hello')
+    key = CONVERSATION_KEYS[dialect]
+    async with scripted(_loop(kind, "printf hello > hello.txt")) as (base, up):
+        endpoint = EndpointConfig(base_url=base + "/v1", model="m", dialect=dialect)
+        settings = GatewaySettings(admin_token=ADMIN_TOKEN)
+        async with Gateway(endpoint, settings) as gateway, aiohttp.ClientSession() as http:
+            rollout = await register(http, gateway)
+            context = HarnessContext(
+                rollout_id=rollout["id"], openai_base_url=rollout["openai_base_url"],
+                anthropic_base_url=rollout["anthropic_base_url"], api_key=rollout["api_key"],
+                model="m", log=EventLog(),
+            )  # fmt: skip
+            result = answer_of(await load_harness(kind)(task, context))
+            async with http.get(gateway.admin_url + "/stats", headers=ADMIN_HEADERS) as resp:
+                totals = (await resp.json())["totals"]
+            log = await events(http, gateway, rollout["id"])
+    assert result.answer == "done"
+    assert (totals["requests"], totals["read_past"]) == (2, 1), totals
+    first, second = (c["body"][key] for c in model_calls(up.requests))
+    requests = [e["payload"] for e in log if e["kind"] == "model_request"]
+    assert requests[1]["prefix_messages"] == len(first)
+    assert len(first) + len(requests[1]["messages"]) == len(second)
