@@ -1,4 +1,4 @@
-"""A relayed body read past the conversation its rollout sent before, without parsing it.
+"""A relayed body read past the conversation its rollout sent before: that prefix unparsed.
 
 An agent resends its whole history every turn, byte for byte. A relayed call's body is
 parsed, checked and written again member by member (:func:`~rolltap.gateway.relay_body.
