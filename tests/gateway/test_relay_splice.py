@@ -5,7 +5,8 @@ on (``/stats`` ``totals.read_past``); the same loop written with spaces is read 
 must come to the same thing: the upstream receives the same bytes, and the request events
 record the same prefixes and messages. Bodies that only look like a known loop (the
 conversation moved, a member named twice, a trailing comma, a message nested too deep)
-are read whole and answered as a whole read answers them.
+are read whole and answered as a whole read answers them. And on bodies drawn at random
+around a known loop, a body read past its prefix is byte for byte the body read whole.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def _odd(case: str, body: dict[str, Any]) -> bytes:
         return orjson.dumps({"user": "u", **body})
     if case == "named twice":  # the last one counts, for a relay as for the upstream
         return raw[:-1] + b',"messages":[{"role":"user","content":"2nd"}]}'
-    if case == "twice after it":
+    if case == "twice after it":  # a member after the conversation
         return raw[:-1] + b',"max_tokens":32}'
     if case == "trailing comma":  # the conversation cut back to the known one, "[…,]"
         known = orjson.dumps(body["messages"][:-2])
