@@ -69,18 +69,19 @@ def splices(rollout: Rollout, *, whole_needed: bool) -> bool:
 
 def layout_of(raw: bytes, dialect: str, encoded: EncodedMembers | None) -> int | None:
     """Where ``raw``, a relayed body checked whole into ``encoded`` (None: not whole),
-    begins its conversation member, when the body's bytes are orjson's up to that
-    member's end and as many as orjson's in all (None otherwise, or without a
-    conversation array): the place :func:`read_past` reads the rollout's next body at."""
-    if encoded is None:
+    begins its conversation member, when ``raw`` is orjson's writing of the body (None
+    otherwise, or without a conversation array): the place :func:`read_past` reads the
+    rollout's next body at."""
+    key, opening = CONVERSATION_KEYS[dialect], _OPENINGS[dialect]
+    member = None if encoded is None else encoded.member(key)
+    if encoded is None or member is None or member[: len(opening)] != opening:
         return None
-    key = CONVERSATION_KEYS[dialect]
-    at, member = encoded.offset(key), encoded.member(key)
-    if at is None or member is None or encoded.size != len(raw):
+    ahead, behind = encoded.around(key)
+    at, view = len(ahead), memoryview(raw)
+    stop = at + len(member)
+    if len(raw) != stop + len(behind) or view[:at] != ahead or view[stop:] != behind:
         return None
-    if not raw.startswith(_OPENINGS[dialect], at):
-        return None
-    return at if memoryview(raw)[at : at + len(member)] == member else None
+    return at if view[at:stop] == member else None
 
 
 def read_past(raw: bytes, dialect: str, rollout: Rollout) -> Spliced | None:

@@ -160,22 +160,6 @@ class EncodedMembers:
         parts.append(b"}")
         return b"".join(parts)  # one copy of a history's bytes
 
-    @property
-    def size(self) -> int:
-        """The size of :meth:`encode`'s bytes for the body checked, unchanged."""
-        members = self._members.values()
-        return 1 + sum(len(member) + 1 for _, member in members) + (not members)
-
-    def offset(self, key: str) -> int | None:
-        """Where member ``key`` begins in :meth:`encode`'s bytes for the body checked,
-        unchanged (None: no such member)."""
-        at = 1
-        for name, (_, member) in self._members.items():
-            if name == key:
-                return at
-            at += len(member) + 1
-        return None
-
     def around(self, key: str) -> tuple[bytes, bytes]:
         """What :meth:`encode` writes before member ``key`` (from the opening brace) and
         after it (to the closing one), for the body checked, unchanged."""
