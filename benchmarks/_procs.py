@@ -104,3 +104,15 @@ def baseline_src(parser: argparse.ArgumentParser, value: str | None) -> Path | N
     if not (path / "rolltap").is_dir():
         parser.error(f"--baseline-src {value}: no rolltap package there (a src/)")
     return path
+
+
+def loop_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace, least: int) -> list[int]:
+    """``--messages`` as history lengths of at least ``least``, with ``--calls`` and
+    ``--repeat`` of at least 1, or a usage error naming what is wrong."""
+    try:
+        sizes = [int(s) for s in args.messages.split(",")]
+    except ValueError:
+        parser.error(f"--messages {args.messages}: comma-separated message counts")
+    if any(s < least for s in sizes) or args.calls < 1 or args.repeat < 1:
+        parser.error(f"--messages of at least {least}, --calls and --repeat of at least 1")
+    return sizes

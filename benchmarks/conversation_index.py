@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _procs import SRC, baseline_src
+from _procs import SRC, baseline_src, loop_sizes
 
 WAYS = ("relay", "translated", "moving marker")
 
@@ -93,12 +93,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline-src")
     args = parser.parse_args()
-    try:
-        sizes = [int(s) for s in args.messages.split(",")]
-    except ValueError:
-        parser.error(f"--messages {args.messages}: comma-separated message counts")
-    if any(s < 3 for s in sizes) or args.calls < 1 or args.repeat < 1:
-        parser.error("--messages of at least 3, --calls and --repeat of at least 1")
+    sizes = loop_sizes(parser, args, 3)
     codes = {"this code": SRC}
     base = baseline_src(parser, args.baseline_src)
     if base is not None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from _history_load import Target, _turn, body, history
+from _procs import loop_sizes
 
 from rolltap.gateway.conversation import ConversationIndex, conversation_of
 from rolltap.gateway.relay_body import check_relayed
@@ -105,12 +106,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    try:
-        sizes = [int(s) for s in args.messages.split(",")]
-    except ValueError:
-        parser.error(f"--messages {args.messages}: comma-separated message counts")
-    if any(s < 4 for s in sizes) or args.calls < 1 or args.repeat < 1:
-        parser.error("--messages of at least 4, --calls and --repeat of at least 1")
+    sizes = loop_sizes(parser, args, 4)
     print("| history | way | before the send (µs) | after it (µs) |")
     print("|---|---|---|---|")
     for n in sizes:
