@@ -17,6 +17,7 @@ import psutil
 
 __all__ = [
     "SRC", "baseline_src", "cpu_seconds", "free_port", "rolltap_process", "running", "simulator",
+    "simulator_process",
 ]  # fmt: skip
 
 #: this checkout's ``src/`` (the code a benchmark measures against ``--baseline-src``)
@@ -89,11 +90,19 @@ def cpu_seconds(proc: psutil.Process) -> float:
 def simulator(completion_tokens: int) -> Iterator[str]:
     """``rolltap sim`` on asyncio's loop (the "direct" every benchmark measures against)
     answering ``completion_tokens`` tokens, until the block ends; its URL."""
+    with simulator_process(completion_tokens) as (url, _):
+        yield url
+
+
+@contextmanager
+def simulator_process(completion_tokens: int) -> Iterator[tuple[str, psutil.Process]]:
+    """:func:`simulator`, its URL and its process (to read its CPU time)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     args = ["sim", "--port", str(port), "--completion-tokens", str(completion_tokens)]
-    with rolltap_process(args, url + "/health", env={**os.environ, "ROLLTAP_LOOP": "asyncio"}):
-        yield url
+    env = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
+    with rolltap_process(args, url + "/health", env=env) as proc:
+        yield url, proc
 
 
 def baseline_src(parser: argparse.ArgumentParser, value: str | None) -> Path | None:

@@ -18,7 +18,11 @@ defaults (routing headers, retry bookkeeping; no OTel, no token capture) with
     adds, its first chunk comes <= 0.3 ms after the asyncio relay's, and at 400 messages
     its CPU per call is <= 1.2 x the relay's;
 (b) 64 rollouts x 100 turns of growing histories, stream and not: calls per second of
-    each, each over direct (goal: rolltap on uvloop >= 0.7 x direct), CPU per call;
+    each, each over direct (goal: rolltap on uvloop >= 0.7 x direct), CPU per call, and
+    the CPU-bound ceiling of that ratio: direct's CPU a call over the rolltap run's, all
+    the processes counted (where the load generator, the simulator and the gateway
+    share cores that direct keeps busy, the most of direct's rate the gateway could
+    reach spending what it spends);
 (d) for every harness x upstream dialect pair (one gateway process per upstream
     dialect, on its default loop): added p50 per non-streaming call, added stream time per
     upstream chunk and the gateway's CPU per call, against the simulator called directly
@@ -39,6 +43,7 @@ import asyncio
 import os
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +52,7 @@ import psutil
 from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
 from _dialect_table import print_matrix
 from _history_load import History, Target, c1_latencies, throughput
-from _procs import cpu_seconds, free_port, rolltap_process, running, simulator
+from _procs import cpu_seconds, free_port, rolltap_process, running, simulator_process
 
 _GOAL_RATIO = 1.2
 _GOAL_RATE = 0.7
@@ -121,52 +126,83 @@ def print_c1(rows: list[History]) -> None:
         )
 
 
-def print_rates(rows: list[tuple[str, dict[str, float], dict[str, float], int]]) -> None:
+@dataclass
+class Rates:
+    """(b) in one mode: calls/s per target, and the CPU seconds spent during its run by
+    its own process (``own``: a relay's, a gateway's; direct has none) and by all the
+    processes the run used (``total``: the load generator and the simulator too)."""
+
+    label: str
+    calls: int
+    rate: dict[str, float] = field(default_factory=dict)
+    own: dict[str, float] = field(default_factory=dict)
+    total: dict[str, float] = field(default_factory=dict)
+
+    def ms(self, seconds: float) -> float:
+        return seconds * 1000.0 / self.calls
+
+
+def print_rates(rows: list[Rates]) -> None:
     print("\n(b) 64 rollouts x 100 turns, growing histories: calls/s, over direct, CPU ms per call")
     print(
         "| | direct | relay | relay uv | rolltap | rolltap uv "
-        f"| rolltap uv / direct (>= {_GOAL_RATE}) | relay / direct | relay CPU | rolltap uv CPU |"
+        f"| rolltap uv / direct (>= {_GOAL_RATE}) | relay / direct | relay CPU | rolltap uv CPU "
+        "| CPU a call, all processes: direct, rolltap uv run | CPU-bound ceiling |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for label, rate, cpu, calls in rows:
-        d = rate["direct"]
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        d, rate = r.rate["direct"], r.rate
         ok = "ok" if rate["rolltap-uv"] / d >= _GOAL_RATE else "MISS"
-        per = {k: v * 1000.0 / calls for k, v in cpu.items()}
         each = " | ".join(f"{rate[n]:,.0f}" for n in RELAYS)
+        direct_cpu, ours_cpu = r.total["direct"], r.total["rolltap-uv"]
         print(
-            f"| {label} | {d:,.0f} | {each} | {rate['rolltap-uv'] / d:.2f} {ok} "
-            f"| {rate['relay'] / d:.2f} | {per['relay']:.2f} | {per['rolltap-uv']:.2f} |"
+            f"| {r.label} | {d:,.0f} | {each} | {rate['rolltap-uv'] / d:.2f} {ok} "
+            f"| {rate['relay'] / d:.2f} | {r.ms(r.own['relay']):.2f} "
+            f"| {r.ms(r.own['rolltap-uv']):.2f} | {r.ms(direct_cpu):.2f}, {r.ms(ours_cpu):.2f} "
+            f"| {direct_cpu / ours_cpu:.2f} |"
         )
-    for label, rate, cpu, calls in rows:
-        if "base-uv" in rate:
+    print(
+        "  CPU-bound ceiling: direct's CPU a call over the rolltap uv run's, every process "
+        "counted (load generator, simulator, gateway) -- the most of direct's rate that run "
+        f"could reach where they share {psutil.cpu_count()} cores that direct keeps busy"
+    )
+    for r in rows:
+        if "base-uv" in r.rate:
             print(
-                f"  {label}, --baseline-src then this code: {rate['base-uv']:,.0f} / "
-                f"{rate['rolltap-uv']:,.0f} calls/s, CPU {cpu['base-uv'] * 1000.0 / calls:.2f} / "
-                f"{cpu['rolltap-uv'] * 1000.0 / calls:.2f} ms a call"
+                f"  {r.label}, --baseline-src then this code: {r.rate['base-uv']:,.0f} / "
+                f"{r.rate['rolltap-uv']:,.0f} calls/s, CPU {r.ms(r.own['base-uv']):.2f} / "
+                f"{r.ms(r.own['rolltap-uv']):.2f} ms a call"
             )
 
 
 async def rates(
     http: aiohttp.ClientSession, targets: dict[str, list[Target]],
-    procs: dict[str, psutil.Process], turns: int, *, stream: bool,
-) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
-    """Calls/s per target, and CPU seconds of the relay and rolltap during their runs."""
-    out, cpu = {}, {}
+    procs: dict[str, psutil.Process], shared: list[psutil.Process], turns: int, *,
+    stream: bool,
+) -> Rates:  # fmt: skip
+    """Each target's run: its calls/s, its own process's CPU and every process's
+    (``shared``: the load generator and the simulator, which every run uses)."""
+    out = Rates("stream" if stream else "non-streaming", len(targets["direct"]) * turns)
     for name, rollouts in targets.items():
-        proc = procs.get(name)
-        cpu0 = cpu_seconds(proc) if proc else 0.0
-        out[name] = await throughput(http, rollouts, turns, stream=stream)
-        if proc:
-            cpu[name] = cpu_seconds(proc) - cpu0
-    return out, cpu
+        own = procs.get(name)
+        watched = [*shared, *([own] if own else [])]
+        before = [cpu_seconds(p) for p in watched]
+        out.rate[name] = await throughput(http, rollouts, turns, stream=stream)
+        spent = [cpu_seconds(p) - b for p, b in zip(watched, before, strict=True)]
+        out.total[name] = sum(spent)
+        if own:
+            out.own[name] = spent[-1]
+    return out
 
 
-async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str],
+async def measure(args: argparse.Namespace, sim_url: str, sim: psutil.Process,
+                  relays: dict[str, str],
                   procs: dict[str, psutil.Process], admins: dict[str, str],
                   gateways: dict[str, tuple[str, psutil.Process]],
                   base: dict[str, str]) -> None:  # fmt: skip
-    """``relays``: each bare relay's URL by name; ``admins``: each rolltap's admin URL;
-    ``base``: the --baseline-src gateway's, measured in (a) and given (b)'s load."""
+    """``sim``: the simulator's process; ``relays``: each bare relay's URL by name;
+    ``admins``: each rolltap's admin URL; ``base``: the --baseline-src gateway's, measured
+    in (a) and given (b)'s load."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         direct = Target("direct", sim_url + "/v1", "k")
@@ -190,6 +226,7 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                     await unregister(http, admin, [ours[name]])
             print_c1(rows)
             table = []
+            shared = [psutil.Process(), sim]  # the load generator (this process), the simulator
             for stream in (False, True):
                 targets = {"direct": [direct] * args.rollouts}
                 targets |= {name: [t] * args.rollouts for name, t in bare.items()}
@@ -198,11 +235,9 @@ async def measure(args: argparse.Namespace, sim_url: str, relays: dict[str, str]
                 # costs ~40 us a call at c = 1)
                 for name, admin in measured.items():
                     targets[name] = await register(http, admin, args.rollouts, name)
-                rate, cpu = await rates(http, targets, procs, args.turns, stream=stream)
+                table.append(await rates(http, targets, procs, shared, args.turns, stream=stream))
                 for name, admin in measured.items():
                     await unregister(http, admin, targets[name])
-                calls = args.rollouts * args.turns
-                table.append(("stream" if stream else "non-streaming", rate, cpu, calls))
             print_rates(table)
             sys.stdout.flush()
         if args.rounds > 0:
@@ -228,7 +263,7 @@ def main() -> None:
     on_asyncio = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
     with ExitStack() as stack:
         # streams in (d) are STREAM_TOKENS long; (a)-(b) ask for 16 tokens, which caps it
-        sim_url = stack.enter_context(simulator(STREAM_TOKENS))
+        sim_url, sim = stack.enter_context(simulator_process(STREAM_TOKENS))
         relays, procs = {}, {}
         for name, loop in (("relay", "asyncio"), ("relay-uv", "uvloop")):
             url = f"http://127.0.0.1:{free_port()}"
@@ -248,7 +283,7 @@ def main() -> None:
         if args.baseline_src:  # the code before a change, beside it in (a)
             env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
             base["base-uv"], procs["base-uv"] = _gateway(stack, sim_url, "chat", env)
-        asyncio.run(measure(args, sim_url, relays, procs, admins, gateways, base))
+        asyncio.run(measure(args, sim_url, sim, relays, procs, admins, gateways, base))
 
 
 def _gateway(
