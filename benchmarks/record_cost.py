@@ -12,7 +12,10 @@ gateway's CPU per call (user + system over the calls, median and range over the
 repeats, the variants alternated within each repeat), the bare relay's (on uvloop, as
 the gateway) beside them, and what each knocked-out part cost: full rolltap minus the
 variant. A measuring tool, not a mode: a variant's events are incomplete on purpose.
-Not CI.
+``--write-variant VARIANT DIR`` only writes that variant's ``src/`` to DIR, for another
+benchmark's ``--baseline-src`` (what the gateway's throughput would be with nothing
+recorded: ``--write-variant "nothing recorded" /tmp/bare-src``, then
+``gateway_overhead.py --baseline-src /tmp/bare-src``). Not CI.
 
 Variants: ``rolltap`` (as shipped); ``read whole`` (no relayed body read past its
 prefix: every body parsed, checked and written whole, its conversation looked up with
@@ -155,7 +158,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stream", action="store_true", help="every call streamed")
     parser.add_argument("--baseline-src", help="a src/ folder measured beside this one")
+    parser.add_argument(
+        "--write-variant", nargs=2, metavar=("VARIANT", "DIR"),
+        help="only write VARIANT's src/ to DIR (a new folder), e.g. to give it to "
+        "gateway_overhead.py --baseline-src, and exit",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.write_variant:
+        name, dest = args.write_variant
+        if name not in VARIANTS:
+            parser.error(f"--write-variant {name!r}: one of {', '.join(map(repr, VARIANTS))}")
+        if Path(dest).exists():
+            parser.error(f"--write-variant: {dest} exists (give a new folder)")
+        print(knocked_out(SRC, Path(dest), VARIANTS[name]))
+        return
     base = baseline_src(parser, args.baseline_src)
     here = SRC
     with tempfile.TemporaryDirectory() as tmp, simulator(16) as sim:
