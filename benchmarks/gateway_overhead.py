@@ -162,11 +162,14 @@ def print_rates(rows: list[Rates]) -> None:
             f"| {r.ms(r.own['rolltap-uv']):.2f} | {r.ms(direct_cpu):.2f}, {r.ms(ours_cpu):.2f} "
             f"| {direct_cpu / ours_cpu:.2f} |"
         )
+    cores = psutil.cpu_count() or 1
     print(
         "  CPU-bound ceiling: direct's CPU a call over the rolltap uv run's, every process "
         "counted (load generator, simulator, gateway) -- the most of direct's rate that run "
-        f"could reach where they share {psutil.cpu_count()} cores that direct keeps busy"
-    )
+        "can reach where the three processes share cores that direct keeps busy"
+        + (f" (as here: {cores} cores)" if cores < 3 else
+           f"; here ({cores} cores) each may have one of its own, and the ceiling need not bind")
+    )  # fmt: skip
     for r in rows:
         if "base-uv" in r.rate:
             d = r.rate["direct"]
