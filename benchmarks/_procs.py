@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 
 __all__ = [
-    "SRC", "baseline_src", "cpu_seconds", "free_port", "rolltap_process", "running", "simulator",
-    "simulator_process",
+    "SRC", "bare_relay", "baseline_src", "cpu_seconds", "free_port", "gateway", "rolltap_process",
+    "running", "simulator", "simulator_process",
 ]  # fmt: skip
 
 #: this checkout's ``src/`` (the code a benchmark measures against ``--baseline-src``)
@@ -102,6 +102,40 @@ def simulator_process(completion_tokens: int) -> Iterator[tuple[str, psutil.Proc
     args = ["sim", "--port", str(port), "--completion-tokens", str(completion_tokens)]
     env = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
     with rolltap_process(args, url + "/health", env=env) as proc:
+        yield url, proc
+
+
+@contextmanager
+def gateway(
+    upstream: str,
+    *,
+    dialect: str = "chat",
+    env: Mapping[str, str] | None = None,
+    multiplex: int | None = None,
+) -> Iterator[tuple[str, psutil.Process]]:
+    """``rolltap gateway`` in front of ``upstream`` (a simulator's URL) speaking
+    ``dialect`` to it (``env``: its environment, e.g. ``ROLLTAP_LOOP=asyncio`` or another
+    ``PYTHONPATH``), until the block ends; its URL and process."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = ["gateway", "--endpoint", upstream + "/v1", "--model", "sim-model",
+            "--dialect", dialect, "--port", str(port)]  # fmt: skip
+    if multiplex is not None:
+        args += ["--multiplex", str(multiplex)]
+    with rolltap_process(args, url + "/health", env=env) as proc:
+        yield url, proc
+
+
+@contextmanager
+def bare_relay(upstream: str, loop: str) -> Iterator[tuple[str, psutil.Process]]:
+    """The bare aiohttp relay (_bare_relay.py: parse, forward, parse, respond; nothing
+    recorded) in front of ``upstream`` on ``loop`` (``asyncio`` or ``uvloop``), until the
+    block ends; its URL and process."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, str(Path(__file__).with_name("_bare_relay.py")),
+               "--port", str(port), "--upstream", upstream, "--loop", loop]  # fmt: skip
+    with running(command, url + "/health") as proc:
         yield url, proc
 
 

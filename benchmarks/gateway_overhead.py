@@ -52,7 +52,7 @@ import psutil
 from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
 from _dialect_table import print_matrix
 from _history_load import History, Target, c1_latencies, throughput
-from _procs import cpu_seconds, free_port, rolltap_process, running, simulator_process
+from _procs import bare_relay, cpu_seconds, gateway, simulator_process
 
 _GOAL_RATIO = 1.2
 _GOAL_RATE = 0.7
@@ -272,36 +272,23 @@ def main() -> None:
         sim_url, sim = stack.enter_context(simulator_process(STREAM_TOKENS))
         relays, procs = {}, {}
         for name, loop in (("relay", "asyncio"), ("relay-uv", "uvloop")):
-            url = f"http://127.0.0.1:{free_port()}"
-            relay_cmd = [sys.executable, str(Path(__file__).with_name("_bare_relay.py")),
-                         "--port", url.rsplit(":", 1)[1], "--upstream", sim_url,
-                         "--loop", loop]  # fmt: skip
-            procs[name] = stack.enter_context(running(relay_cmd, url + "/health"))
-            relays[name] = url
+            relays[name], procs[name] = stack.enter_context(bare_relay(sim_url, loop))
         gateways, admins = {}, {}
         for dialect in DIALECTS:  # one gateway per upstream dialect: an endpoint has one
-            gw_url, gw = _gateway(stack, sim_url, dialect, None)
-            gateways[dialect] = (gw_url, gw)
+            served = gateway(sim_url, dialect=dialect, multiplex=128)
+            gateways[dialect] = stack.enter_context(served)
         admins["rolltap-uv"], procs["rolltap-uv"] = gateways["chat"]
-        admins["rolltap"], procs["rolltap"] = _gateway(stack, sim_url, "chat", on_asyncio)
+        admins["rolltap"], procs["rolltap"] = stack.enter_context(
+            gateway(sim_url, env=on_asyncio, multiplex=128)
+        )
         admins = {name: admins[name] for name in ("rolltap", "rolltap-uv")}
         base: dict[str, str] = {}
         if args.baseline_src:  # the code before a change, beside it in (a)
             env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
-            base["base-uv"], procs["base-uv"] = _gateway(stack, sim_url, "chat", env)
+            base["base-uv"], procs["base-uv"] = stack.enter_context(
+                gateway(sim_url, env=env, multiplex=128)
+            )
         asyncio.run(measure(args, sim_url, sim, relays, procs, admins, gateways, base))
-
-
-def _gateway(
-    stack: ExitStack, sim_url: str, dialect: str, env: dict[str, str] | None
-) -> tuple[str, psutil.Process]:
-    """A rolltap gateway in front of the simulator, upstream ``dialect`` (``env``: its
-    environment, e.g. ``ROLLTAP_LOOP=asyncio``); its URL and process."""
-    port = free_port()
-    gw_url = f"http://127.0.0.1:{port}"
-    gw_args = ["gateway", "--endpoint", sim_url + "/v1", "--model", "sim-model",
-               "--dialect", dialect, "--port", str(port), "--multiplex", "128"]  # fmt: skip
-    return gw_url, stack.enter_context(rolltap_process(gw_args, gw_url + "/health", env=env))
 
 
 if __name__ == "__main__":

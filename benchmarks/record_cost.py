@@ -40,7 +40,7 @@ from pathlib import Path
 
 import aiohttp
 from _history_load import Target, _turn, body, history
-from _procs import SRC, baseline_src, cpu_seconds, free_port, rolltap_process, running, simulator
+from _procs import SRC, bare_relay, baseline_src, cpu_seconds, gateway, simulator
 from gateway_overhead import register
 
 #: (file under src/rolltap, the code, what replaces it): one part knocked out
@@ -131,18 +131,12 @@ async def _target(name: str, url: str) -> Target:
 
 def measure(name: str, src: Path | None, sim: str, n: int, args: argparse.Namespace) -> float:
     """CPU microseconds per call of one fresh process: ``src``'s gateway, or the relay."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     with ExitStack() as stack:
         if src is None:
-            command = [sys.executable, str(Path(__file__).with_name("_bare_relay.py")),
-                       "--port", str(port), "--upstream", sim, "--loop", "uvloop"]  # fmt: skip
-            proc = stack.enter_context(running(command, url + "/health"))
+            url, proc = stack.enter_context(bare_relay(sim, "uvloop"))
         else:
             env = {**os.environ, "PYTHONPATH": str(src)}
-            gw_args = ["gateway", "--endpoint", sim + "/v1", "--model", "sim-model",
-                       "--dialect", "chat", "--port", str(port)]  # fmt: skip
-            proc = stack.enter_context(rolltap_process(gw_args, url + "/health", env=env))
+            url, proc = stack.enter_context(gateway(sim, env=env))
         target = asyncio.run(_target(name, url))
         asyncio.run(_calls(target, n, 50, args.stream))  # warm up
         before = cpu_seconds(proc)
