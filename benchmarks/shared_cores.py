@@ -13,11 +13,12 @@ Four runs a mode (non-streaming, then stream), in this order within each repeat:
 - ``rolltap uv``: through a rolltap gateway with its defaults, on uvloop.
 
 For each: calls/s over direct's in the same repeat, and the CPU a call (user + system, ms)
-of the load generator, of the simulator and of the third process. Where the three share
-two cores, the load generator's and the simulator's CPU a call rise beside any third
-process, a spinner included (caches and cores shared, fewer events a wake-up): that rise is
-part of what gateway_overhead.py (b) counts against the gateway in its "CPU-bound
-ceiling". Each cell is the range over the repeats. Not CI.
+of the load generator, of the simulator and of the third process. The spinner's row is
+what sharing two cores with a third busy process costs direct by itself, the mark to
+read the relay's and rolltap's rows against; the load generator's and the simulator's
+columns show whether their CPU a call rises beside a third process (gateway_overhead.py
+(b) counts any such rise against the gateway in its "CPU-bound ceiling"). Each cell is
+the range over the repeats. Not CI.
 """
 
 from __future__ import annotations
