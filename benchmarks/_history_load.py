@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-__all__ = ["History", "Target", "c1_latencies", "history", "throughput"]
+__all__ = ["GrowingLoad", "History", "Target", "c1_latencies", "history", "throughput"]
 
 _FILLER = "The tool returned rows of observations that the agent keeps in its context. "
 
@@ -130,20 +130,49 @@ async def c1_latencies(
     return res
 
 
+class GrowingLoad:
+    """``rollouts`` (one target each) whose histories grow turn by turn, run at once a
+    slice of turns at a time (:meth:`advance`), so that several targets' loads can take
+    turns with each other; the seconds and calls of every slice add up."""
+
+    def __init__(self, rollouts: list[Target], *, stream: bool) -> None:
+        self.rollouts, self.stream = rollouts, stream
+        self.histories = [history(2, f"r{r}") for r in range(len(rollouts))]
+        self.turns = 0
+        self.seconds = 0.0
+
+    @property
+    def calls(self) -> int:
+        return len(self.rollouts) * self.turns
+
+    @property
+    def rate(self) -> float:
+        """Calls per second over every slice so far."""
+        return self.calls / self.seconds
+
+    async def advance(self, http: aiohttp.ClientSession, turns: int) -> None:
+        """``turns`` more turns of every rollout, all at once."""
+        first = self.turns
+
+        async def rollout(r: int) -> None:
+            t, messages = self.rollouts[r], self.histories[r]
+            for i in range(first, first + turns):
+                await call(http, t, body(messages, t, stream=self.stream))
+                messages.extend(_turn(i, f"r{r}"))
+
+        start = time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            for r in range(len(self.rollouts)):
+                tg.create_task(rollout(r))
+        self.seconds += time.perf_counter() - start
+        self.turns += turns
+
+
 async def throughput(
     http: aiohttp.ClientSession, rollouts: list[Target], turns: int, *, stream: bool
 ) -> float:
     """``rollouts`` (one target each) run at once, ``turns`` turns each of a growing
     history; calls per second."""
-
-    async def rollout(t: Target, r: int) -> None:
-        messages = history(2, f"r{r}")
-        for i in range(turns):
-            await call(http, t, body(messages, t, stream=stream))
-            messages.extend(_turn(i, f"r{r}"))
-
-    start = time.perf_counter()
-    async with asyncio.TaskGroup() as tg:
-        for r, t in enumerate(rollouts):
-            tg.create_task(rollout(t, r))
-    return len(rollouts) * turns / (time.perf_counter() - start)
+    load = GrowingLoad(rollouts, stream=stream)
+    await load.advance(http, turns)
+    return load.rate

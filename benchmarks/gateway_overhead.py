@@ -3,7 +3,8 @@ relay on asyncio's event loop and on uvloop's.
 
     python benchmarks/gateway_overhead.py [--histories 2,20,100,400] [--samples 600]
                                           [--turns 100] [--rollouts 64] [--rounds 10]
-                                          [--repeat 1] [--quick] [--baseline-src DIR]
+                                          [--repeat 1] [--slices 5] [--quick]
+                                          [--baseline-src DIR]
 
 Five targets: the simulator called directly (on asyncio, as before uvloop, so "direct"
 stays one baseline), a bare aiohttp relay (_bare_relay.py: parse, forward, parse,
@@ -22,7 +23,10 @@ defaults (routing headers, retry bookkeeping; no OTel, no token capture) with
     the CPU-bound ceiling of that ratio: direct's CPU a call over the rolltap run's, all
     the processes counted (where the load generator, the simulator and the gateway
     share cores that direct keeps busy, the most of direct's rate the gateway could
-    reach spending what it spends);
+    reach spending what it spends). The targets take turns --slices times (default 5:
+    20 turns of all 64 rollouts each, who goes first rotating), so that a change in
+    the machine's other load during the measurement lands on every target alike;
+    --slices 1 runs each target's 100 turns in turn;
 (d) for every harness x upstream dialect pair (one gateway process per upstream
     dialect, on its default loop): added p50 per non-streaming call, added stream time per
     upstream chunk and the gateway's CPU per call, against the simulator called directly
@@ -51,7 +55,7 @@ import aiohttp
 import psutil
 from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
 from _dialect_table import print_matrix
-from _history_load import History, Target, c1_latencies, throughput
+from _history_load import GrowingLoad, History, Target, c1_latencies
 from _procs import bare_relay, cpu_seconds, gateway, simulator_process
 
 _GOAL_RATIO = 1.2
@@ -184,20 +188,27 @@ def print_rates(rows: list[Rates]) -> None:
 async def rates(
     http: aiohttp.ClientSession, targets: dict[str, list[Target]],
     procs: dict[str, psutil.Process], shared: list[psutil.Process], turns: int, *,
-    stream: bool,
+    stream: bool, slices: int,
 ) -> Rates:  # fmt: skip
     """Each target's run: its calls/s, its own process's CPU and every process's
-    (``shared``: the load generator and the simulator, which every run uses)."""
+    (``shared``: the load generator and the simulator, which every run uses). The targets
+    take turns ``slices`` times, each running its rollouts' next turns (who goes first
+    rotating), so that a change in the machine's other load lands on all of them alike."""
     out = Rates("stream" if stream else "non-streaming", len(targets["direct"]) * turns)
-    for name, rollouts in targets.items():
-        own = procs.get(name)
-        watched = [*shared, *([own] if own else [])]
-        before = [cpu_seconds(p) for p in watched]
-        out.rate[name] = await throughput(http, rollouts, turns, stream=stream)
-        spent = [cpu_seconds(p) - b for p, b in zip(watched, before, strict=True)]
-        out.total[name] = sum(spent)
-        if own:
-            out.own[name] = spent[-1]
+    loads = {name: GrowingLoad(rollouts, stream=stream) for name, rollouts in targets.items()}
+    names = list(loads)
+    for k in range(slices):
+        size = turns // slices + (k < turns % slices)
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            own = procs.get(name)
+            watched = [*shared, *([own] if own else [])]
+            before = [cpu_seconds(p) for p in watched]
+            await loads[name].advance(http, size)
+            spent = [cpu_seconds(p) - b for p, b in zip(watched, before, strict=True)]
+            out.total[name] = out.total.get(name, 0.0) + sum(spent)
+            if own:
+                out.own[name] = out.own.get(name, 0.0) + spent[-1]
+    out.rate = {name: load.rate for name, load in loads.items()}
     return out
 
 
@@ -241,7 +252,9 @@ async def measure(args: argparse.Namespace, sim_url: str, sim: psutil.Process,
                 # costs ~40 us a call at c = 1)
                 for name, admin in measured.items():
                     targets[name] = await register(http, admin, args.rollouts, name)
-                table.append(await rates(http, targets, procs, shared, args.turns, stream=stream))
+                run = rates(http, targets, procs, shared, args.turns, stream=stream,
+                            slices=args.slices)  # fmt: skip
+                table.append(await run)
                 for name, admin in measured.items():
                     await unregister(http, admin, targets[name])
             print_rates(table)
@@ -258,12 +271,18 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=10, help="(d) rounds; 0 skips (d)")
     parser.add_argument("--repeat", type=int, default=1, help="run (a) and (b) this many times")
+    parser.add_argument(
+        "--slices", type=int, default=5,
+        help="(b): the targets take turns this many times (1: each runs all its turns in turn)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="a rough run in about a minute")
     parser.add_argument("--baseline-src", help="a src/ folder whose gateway (a) also measures")
     args = parser.parse_args()
     args.histories = [int(h) for h in args.histories.split(",")]
     if args.quick:
         args.samples, args.turns, args.rounds = 150, 20, min(args.rounds, 2)
+    if not 1 <= args.slices <= args.turns:
+        parser.error(f"--slices {args.slices}: from 1 to --turns ({args.turns})")
     block, stream_block = (80, 16) if args.quick else (200, 50)
     args.matrix = Matrix(args.rounds, block, stream_block)
     on_asyncio = {**os.environ, "ROLLTAP_LOOP": "asyncio"}

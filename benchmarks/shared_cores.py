@@ -1,9 +1,10 @@
 """What a third process on the cores costs the other two: gateway_overhead.py's (b) load
 (64 rollouts x 100 turns of growing histories) with the CPU of every process split.
 
-    python benchmarks/shared_cores.py [--turns 100] [--rollouts 64] [--repeat 3]
+    python benchmarks/shared_cores.py [--turns 100] [--rollouts 64] [--repeat 3] [--slices 5]
 
-Four runs a mode (non-streaming, then stream), in this order within each repeat:
+Four runs a mode (non-streaming, then stream), taking turns --slices times within each
+repeat (as gateway_overhead.py (b)'s targets do):
 
 - ``direct``: the load generator (this process, raw aiohttp) calls the simulator;
 - ``direct + spinner``: the same, beside a third process that only spins (``while True:
@@ -33,7 +34,7 @@ from contextlib import ExitStack, contextmanager
 
 import aiohttp
 import psutil
-from _history_load import Target, throughput
+from _history_load import GrowingLoad, Target
 from _procs import bare_relay, cpu_seconds, gateway, simulator_process
 from gateway_overhead import register, unregister
 
@@ -77,52 +78,51 @@ def _span(values: list[float]) -> str:
     return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f}"
 
 
-async def one_run(
-    http: aiohttp.ClientSession, targets: list[Target], procs: dict[str, psutil.Process],
-    turns: int, *, stream: bool,
-) -> tuple[float, dict[str, float]]:  # fmt: skip
-    """Calls/s of ``targets`` (one rollout each) and the CPU ms a call of ``procs``."""
-    before = {part: cpu_seconds(proc) for part, proc in procs.items()}
-    rate = await throughput(http, targets, turns, stream=stream)
-    calls = len(targets) * turns
-    spent = {part: (cpu_seconds(p) - before[part]) * 1e3 / calls for part, p in procs.items()}
-    return rate, spent
-
-
 Served = tuple[str, psutil.Process]
 
 
 async def measure(args: argparse.Namespace, sim: Served, relay: Served, ours: Served) -> Runs:
-    """Each repeat's runs, every mode (``sim``, ``relay``, ``ours``: each URL and process)."""
+    """Each repeat's runs, every mode (``sim``, ``relay``, ``ours``: each URL and process).
+    The runs take turns ``--slices`` times, each running its rollouts' next turns (who
+    goes first rotating), so that a change in the machine's other load lands on all alike."""
     out = Runs()
     shared = {"load generator": psutil.Process(), "simulator": sim[1]}
+    thirds = {"relay uv": relay[1], "rolltap uv": ours[1]}
+    n = args.rollouts
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         for rep in range(args.repeat):
             for stream in (False, True):
                 mode = "stream" if stream else "non-streaming"
-                rates: dict[str, float] = {}
+                # each run its own name in its bodies: the simulator caches answers by
+                # the body's bytes, and two runs sending the same bytes would share them
+                targets = {
+                    "direct": [Target("direct", sim[0] + "/v1", "k")] * n,
+                    "direct + spinner": [Target("spinner", sim[0] + "/v1", "k")] * n,
+                    "relay uv": [Target("relay", relay[0] + "/v1", "k")] * n,
+                    "rolltap uv": await register(http, ours[0], n, "rolltap"),
+                }
+                loads = {run: GrowingLoad(targets[run], stream=stream) for run in RUNS}
+                spent: dict[tuple[str, str], float] = defaultdict(float)
+                for k in range(args.slices):
+                    size = args.turns // args.slices + (k < args.turns % args.slices)
+                    for run in RUNS[k % len(RUNS) :] + RUNS[: k % len(RUNS)]:
+                        with ExitStack() as stack:
+                            procs = dict(shared)
+                            if run == "direct + spinner":
+                                procs["third"] = stack.enter_context(spinner())
+                            elif run in thirds:
+                                procs["third"] = thirds[run]
+                            before = {part: cpu_seconds(p) for part, p in procs.items()}
+                            await loads[run].advance(http, size)
+                            for part, p in procs.items():
+                                spent[run, part] += cpu_seconds(p) - before[part]
+                await unregister(http, ours[0], targets["rolltap uv"])
+                for (run, part), seconds in spent.items():
+                    out.cpu[mode, run, part].append(seconds * 1e3 / loads[run].calls)
                 for run in RUNS:
-                    with ExitStack() as stack:
-                        procs = dict(shared)
-                        targets = [Target("direct", sim[0] + "/v1", "k")] * args.rollouts
-                        if run == "direct + spinner":
-                            procs["third"] = stack.enter_context(spinner())
-                        elif run == "relay uv":
-                            targets = [Target("relay", relay[0] + "/v1", "k")] * args.rollouts
-                            procs["third"] = relay[1]
-                        elif run == "rolltap uv":
-                            targets = await register(http, ours[0], args.rollouts, "rolltap")
-                            procs["third"] = ours[1]
-                        rates[run], spent = await one_run(
-                            http, targets, procs, args.turns, stream=stream
-                        )
-                        if run == "rolltap uv":
-                            await unregister(http, ours[0], targets)
-                    out.ratio[mode, run].append(rates[run] / rates["direct"])
-                    for part, ms in spent.items():
-                        out.cpu[mode, run, part].append(ms)
+                    out.ratio[mode, run].append(loads[run].rate / loads["direct"].rate)
                 print(f"repeat {rep + 1} {mode}: " + ", ".join(
-                    f"{run} {rate:,.0f}/s" for run, rate in rates.items()
+                    f"{run} {load.rate:,.0f}/s" for run, load in loads.items()
                 ), flush=True)  # fmt: skip
     return out
 
@@ -134,9 +134,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100, help="turns of each rollout")
     parser.add_argument("--rollouts", type=int, default=64, help="rollouts at once")
     parser.add_argument("--repeat", type=int, default=3, help="repeats of the four runs")
+    parser.add_argument("--slices", type=int, default=5, help="how many times the runs take turns")
     args = parser.parse_args()
     if min(args.turns, args.rollouts, args.repeat) < 1:
         parser.error("--turns, --rollouts and --repeat must be at least 1")
+    if not 1 <= args.slices <= args.turns:
+        parser.error(f"--slices {args.slices}: from 1 to --turns ({args.turns})")
     with ExitStack() as stack:
         sim = stack.enter_context(simulator_process(16))
         relay = stack.enter_context(bare_relay(sim[0], "uvloop"))
