@@ -1,8 +1,9 @@
 """Agent-shaped load for gateway_overhead.py: histories that grow, three targets.
 
 Every measurement runs against direct (the simulator), a bare relay (_bare_relay.py)
-and rolltap in the same run, calls interleaved one by one at c = 1 and target by target
-at 64 rollouts, so drift on this shared machine lands on all three alike.
+and rolltap in the same run, calls interleaved one by one at c = 1 and, at 64 rollouts,
+the targets taking turns a slice of turns at a time (:class:`GrowingLoad`), so drift on
+this shared machine lands on all of them alike.
 
 A history is a system prompt and a user task, then turns of an assistant message (text
 and a tool call) and a tool result of ~250 bytes each: 400 messages are ~100 KB.
@@ -25,7 +26,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-__all__ = ["GrowingLoad", "History", "Target", "c1_latencies", "history", "throughput"]
+__all__ = ["GrowingLoad", "History", "Target", "c1_latencies", "history"]
 
 _FILLER = "The tool returned rows of observations that the agent keeps in its context. "
 
@@ -166,13 +167,3 @@ class GrowingLoad:
                 tg.create_task(rollout(r))
         self.seconds += time.perf_counter() - start
         self.turns += turns
-
-
-async def throughput(
-    http: aiohttp.ClientSession, rollouts: list[Target], turns: int, *, stream: bool
-) -> float:
-    """``rollouts`` (one target each) run at once, ``turns`` turns each of a growing
-    history; calls per second."""
-    load = GrowingLoad(rollouts, stream=stream)
-    await load.advance(http, turns)
-    return load.rate
