@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-__all__ = ["GrowingLoad", "History", "Target", "c1_latencies", "history"]
+__all__ = ["GrowingLoad", "History", "Target", "c1_latencies", "history", "taking_turns"]
 
 _FILLER = "The tool returned rows of observations that the agent keeps in its context. "
 
@@ -167,3 +168,13 @@ class GrowingLoad:
                 tg.create_task(rollout(r))
         self.seconds += time.perf_counter() - start
         self.turns += turns
+
+
+def taking_turns(names: Sequence[str], turns: int, slices: int) -> Iterator[tuple[str, int]]:
+    """Each target's turn as ``(name, turns of it)``: ``slices`` rounds in which every
+    target runs its share of ``turns`` (spread evenly), who goes first rotating."""
+    for k in range(slices):
+        size = turns // slices + (k < turns % slices)
+        first = k % len(names)
+        for name in [*names[first:], *names[:first]]:
+            yield name, size

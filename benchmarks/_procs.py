@@ -112,10 +112,14 @@ def gateway(
     dialect: str = "chat",
     env: Mapping[str, str] | None = None,
     multiplex: int | None = None,
+    src: Path | None = None,
 ) -> Iterator[tuple[str, psutil.Process]]:
     """``rolltap gateway`` in front of ``upstream`` (a simulator's URL) speaking
-    ``dialect`` to it (``env``: its environment, e.g. ``ROLLTAP_LOOP=asyncio`` or another
-    ``PYTHONPATH``), until the block ends; its URL and process."""
+    ``dialect`` to it (``env``: its environment, e.g. ``ROLLTAP_LOOP=asyncio``; ``src``:
+    another checkout's ``src/`` to run instead of this one's), until the block ends; its
+    URL and process."""
+    if src is not None:
+        env = {**(os.environ if env is None else env), "PYTHONPATH": str(src.resolve())}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     args = ["gateway", "--endpoint", upstream + "/v1", "--model", "sim-model",

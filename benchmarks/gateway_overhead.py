@@ -48,15 +48,14 @@ import os
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import psutil
 from _dialect_load import DIALECTS, STREAM_TOKENS, Matrix, run_matrix
 from _dialect_table import print_matrix
-from _history_load import GrowingLoad, History, Target, c1_latencies
-from _procs import bare_relay, cpu_seconds, gateway, simulator_process
+from _history_load import GrowingLoad, History, Target, c1_latencies, taking_turns
+from _procs import bare_relay, baseline_src, cpu_seconds, gateway, simulator_process
 
 _GOAL_RATIO = 1.2
 _GOAL_RATE = 0.7
@@ -196,18 +195,15 @@ async def rates(
     rotating), so that a change in the machine's other load lands on all of them alike."""
     out = Rates("stream" if stream else "non-streaming", len(targets["direct"]) * turns)
     loads = {name: GrowingLoad(rollouts, stream=stream) for name, rollouts in targets.items()}
-    names = list(loads)
-    for k in range(slices):
-        size = turns // slices + (k < turns % slices)
-        for name in names[k % len(names) :] + names[: k % len(names)]:
-            own = procs.get(name)
-            watched = [*shared, *([own] if own else [])]
-            before = [cpu_seconds(p) for p in watched]
-            await loads[name].advance(http, size)
-            spent = [cpu_seconds(p) - b for p, b in zip(watched, before, strict=True)]
-            out.total[name] = out.total.get(name, 0.0) + sum(spent)
-            if own:
-                out.own[name] = out.own.get(name, 0.0) + spent[-1]
+    for name, size in taking_turns(list(loads), turns, slices):
+        own = procs.get(name)
+        watched = [*shared, *([own] if own else [])]
+        before = [cpu_seconds(p) for p in watched]
+        await loads[name].advance(http, size)
+        spent = [cpu_seconds(p) - b for p, b in zip(watched, before, strict=True)]
+        out.total[name] = out.total.get(name, 0.0) + sum(spent)
+        if own:
+            out.own[name] = out.own.get(name, 0.0) + spent[-1]
     out.rate = {name: load.rate for name, load in loads.items()}
     return out
 
@@ -252,9 +248,8 @@ async def measure(args: argparse.Namespace, sim_url: str, sim: psutil.Process,
                 # costs ~40 us a call at c = 1)
                 for name, admin in measured.items():
                     targets[name] = await register(http, admin, args.rollouts, name)
-                run = rates(http, targets, procs, shared, args.turns, stream=stream,
-                            slices=args.slices)  # fmt: skip
-                table.append(await run)
+                table.append(await rates(http, targets, procs, shared, args.turns,
+                                         stream=stream, slices=args.slices))  # fmt: skip
                 for name, admin in measured.items():
                     await unregister(http, admin, targets[name])
             print_rates(table)
@@ -283,6 +278,7 @@ def main() -> None:
         args.samples, args.turns, args.rounds = 150, 20, min(args.rounds, 2)
     if not 1 <= args.slices <= args.turns:
         parser.error(f"--slices {args.slices}: from 1 to --turns ({args.turns})")
+    base_src = baseline_src(parser, args.baseline_src)
     block, stream_block = (80, 16) if args.quick else (200, 50)
     args.matrix = Matrix(args.rounds, block, stream_block)
     on_asyncio = {**os.environ, "ROLLTAP_LOOP": "asyncio"}
@@ -302,10 +298,9 @@ def main() -> None:
         )
         admins = {name: admins[name] for name in ("rolltap", "rolltap-uv")}
         base: dict[str, str] = {}
-        if args.baseline_src:  # the code before a change, beside it in (a)
-            env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
+        if base_src is not None:  # the code before a change, beside it in (a)
             base["base-uv"], procs["base-uv"] = stack.enter_context(
-                gateway(sim_url, env=env, multiplex=128)
+                gateway(sim_url, src=base_src, multiplex=128)
             )
         asyncio.run(measure(args, sim_url, sim, relays, procs, admins, gateways, base))
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
@@ -135,8 +134,7 @@ def measure(name: str, src: Path | None, sim: str, n: int, args: argparse.Namesp
         if src is None:
             url, proc = stack.enter_context(bare_relay(sim, "uvloop"))
         else:
-            env = {**os.environ, "PYTHONPATH": str(src)}
-            url, proc = stack.enter_context(gateway(sim, env=env))
+            url, proc = stack.enter_context(gateway(sim, src=src))
         target = asyncio.run(_target(name, url))
         asyncio.run(_calls(target, n, 50, args.stream))  # warm up
         before = cpu_seconds(proc)

@@ -34,7 +34,7 @@ from contextlib import ExitStack, contextmanager
 
 import aiohttp
 import psutil
-from _history_load import GrowingLoad, Target
+from _history_load import GrowingLoad, Target, taking_turns
 from _procs import bare_relay, cpu_seconds, gateway, simulator_process
 from gateway_overhead import register, unregister
 
@@ -81,42 +81,67 @@ def _span(values: list[float]) -> str:
 Served = tuple[str, psutil.Process]
 
 
-async def measure(args: argparse.Namespace, sim: Served, relay: Served, ours: Served) -> Runs:
-    """Each repeat's runs, every mode (``sim``, ``relay``, ``ours``: each URL and process).
-    The runs take turns ``--slices`` times, each running its rollouts' next turns (who
-    goes first rotating), so that a change in the machine's other load lands on all alike."""
+class Bench:
+    """The processes every run uses (``sim``, ``relay``, ``ours``: each URL and
+    process), and what each run's turns cost them."""
+
+    def __init__(self, args: argparse.Namespace, sim: Served, relay: Served, ours: Served) -> None:
+        self.args, self.sim, self.relay, self.ours = args, sim, relay, ours
+        self.shared = {"load generator": psutil.Process(), "simulator": sim[1]}
+
+    def targets(self, run: str) -> list[Target]:
+        """The run's rollouts but rolltap's (registered at the gateway), each run with its
+        own name in its bodies: the simulator caches answers by the body's bytes, and two
+        runs sending the same bytes would share them."""
+        name, url = {
+            "direct": ("direct", self.sim[0]),
+            "direct + spinner": ("spinner", self.sim[0]),
+            "relay uv": ("relay", self.relay[0]),
+        }[run]
+        return [Target(name, url + "/v1", "k")] * self.args.rollouts
+
+    def procs_of(self, run: str, stack: ExitStack) -> dict[str, psutil.Process]:
+        """The processes ``run`` is measured by: the shared ones and its third, if any."""
+        procs = dict(self.shared)
+        if run == "direct + spinner":
+            procs["third"] = stack.enter_context(spinner())
+        elif run != "direct":
+            procs["third"] = (self.relay if run == "relay uv" else self.ours)[1]
+        return procs
+
+    async def mode(
+        self, http: aiohttp.ClientSession, *, stream: bool
+    ) -> tuple[dict[str, GrowingLoad], dict[tuple[str, str], float]]:
+        """Every run of one mode, taking turns: each run's load and the CPU seconds each
+        of its processes spent, by ``(run, part)``."""
+        args = self.args
+        ours = await register(http, self.ours[0], args.rollouts, "rolltap")
+        loads = {
+            run: GrowingLoad(ours if run == "rolltap uv" else self.targets(run), stream=stream)
+            for run in RUNS
+        }
+        spent: dict[tuple[str, str], float] = defaultdict(float)
+        for run, size in taking_turns(RUNS, args.turns, args.slices):
+            with ExitStack() as stack:
+                procs = self.procs_of(run, stack)
+                before = {part: cpu_seconds(p) for part, p in procs.items()}
+                await loads[run].advance(http, size)
+                for part, p in procs.items():
+                    spent[run, part] += cpu_seconds(p) - before[part]
+        await unregister(http, self.ours[0], ours)
+        return loads, spent
+
+
+async def measure(bench: Bench) -> Runs:
+    """Each repeat's runs, every mode. The runs take turns ``--slices`` times, each
+    running its rollouts' next turns (who goes first rotating), so that a change in the
+    machine's other load lands on all alike."""
     out = Runs()
-    shared = {"load generator": psutil.Process(), "simulator": sim[1]}
-    thirds = {"relay uv": relay[1], "rolltap uv": ours[1]}
-    n = args.rollouts
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        for rep in range(args.repeat):
+        for rep in range(bench.args.repeat):
             for stream in (False, True):
                 mode = "stream" if stream else "non-streaming"
-                # each run its own name in its bodies: the simulator caches answers by
-                # the body's bytes, and two runs sending the same bytes would share them
-                targets = {
-                    "direct": [Target("direct", sim[0] + "/v1", "k")] * n,
-                    "direct + spinner": [Target("spinner", sim[0] + "/v1", "k")] * n,
-                    "relay uv": [Target("relay", relay[0] + "/v1", "k")] * n,
-                    "rolltap uv": await register(http, ours[0], n, "rolltap"),
-                }
-                loads = {run: GrowingLoad(targets[run], stream=stream) for run in RUNS}
-                spent: dict[tuple[str, str], float] = defaultdict(float)
-                for k in range(args.slices):
-                    size = args.turns // args.slices + (k < args.turns % args.slices)
-                    for run in RUNS[k % len(RUNS) :] + RUNS[: k % len(RUNS)]:
-                        with ExitStack() as stack:
-                            procs = dict(shared)
-                            if run == "direct + spinner":
-                                procs["third"] = stack.enter_context(spinner())
-                            elif run in thirds:
-                                procs["third"] = thirds[run]
-                            before = {part: cpu_seconds(p) for part, p in procs.items()}
-                            await loads[run].advance(http, size)
-                            for part, p in procs.items():
-                                spent[run, part] += cpu_seconds(p) - before[part]
-                await unregister(http, ours[0], targets["rolltap uv"])
+                loads, spent = await bench.mode(http, stream=stream)
                 for (run, part), seconds in spent.items():
                     out.cpu[mode, run, part].append(seconds * 1e3 / loads[run].calls)
                 for run in RUNS:
@@ -144,7 +169,7 @@ def main() -> None:
         sim = stack.enter_context(simulator_process(16))
         relay = stack.enter_context(bare_relay(sim[0], "uvloop"))
         ours = stack.enter_context(gateway(sim[0], multiplex=args.rollouts))
-        runs = asyncio.run(measure(args, sim, relay, ours))
+        runs = asyncio.run(measure(Bench(args, sim, relay, ours)))
     print(f"\n{args.rollouts} rollouts x {args.turns} turns, {psutil.cpu_count()} cores")
     runs.table()
 
